@@ -1,0 +1,160 @@
+"""numpy <-> raw bytes.  Also the shared helpers other adapters build on.
+
+Sub-byte dtypes are held unpacked, one element per byte, as the ml_dtypes types
+``float4_e2m1fn``, ``float6_e2m3fn`` and ``float6_e3m2fn``.  In the file they are packed
+LSB-first: element ``i`` occupies bits ``[i*b, (i+1)*b)`` of the little-endian bit stream, so
+F4 puts the first element in the low nibble (as torch's float4_e2m1fn_x2 does) and F6 packs
+4 elements into 3 bytes.
+"""
+
+from __future__ import annotations
+
+import importlib
+from functools import lru_cache
+from typing import Any
+
+import numpy as np
+
+from .._device import Device
+from ..errors import InvalidDevice, SerializeError, UnsupportedDtype
+from ..format.dtypes import DType, all_dtypes
+from ..format.slicing import plan_slice
+from ..reader import RawTensor, SafeFile
+from ..writer import WriteItem
+
+NAME = "numpy"
+
+
+@lru_cache(maxsize=None)
+def numpy_dtype(dtype: DType) -> np.dtype:
+    """The numpy dtype (little-endian) a format dtype is read as."""
+    module, _, attr = dtype.numpy.partition(":")
+    np_type = getattr(importlib.import_module(module), attr)
+    return np.dtype(np_type).newbyteorder("<") if dtype.itemsize > 1 else np.dtype(np_type)
+
+
+@lru_cache(maxsize=None)
+def _reverse() -> dict[np.dtype, DType]:
+    table: dict[np.dtype, DType] = {}
+    for d in all_dtypes():
+        nd = numpy_dtype(d)
+        table[nd.newbyteorder("=")] = d
+        table[nd.newbyteorder(">") if nd.itemsize > 1 else nd] = d
+        table[nd] = d
+    return table
+
+
+def dtype_of(array: np.ndarray, name: str = "") -> DType:
+    """The format dtype of a numpy array (any byte order)."""
+    try:
+        return _reverse()[array.dtype]
+    except KeyError:
+        raise UnsupportedDtype(
+            f"tensor {name!r}: numpy dtype {array.dtype} has no safetensors equivalent",
+            tensor=name,
+            dtype=str(array.dtype),
+        ) from None
+
+
+def check_device(device: Device) -> None:
+    if not device.is_cpu:
+        raise InvalidDevice(f"Device {device} is not supported for framework numpy", device=str(device))
+
+
+# --- sub-byte packing ---------------------------------------------------------------------
+
+
+def unpack(data: Any, dtype: DType, count: int) -> np.ndarray:
+    """Packed bytes -> one uint8 code per element."""
+    raw = np.frombuffer(data, dtype=np.uint8)
+    if dtype.bits == 4:
+        out = np.empty(raw.size * 2, dtype=np.uint8)
+        out[0::2] = raw & 0x0F
+        out[1::2] = raw >> 4
+        return out[:count]
+    if dtype.bits == 6:
+        triples = raw.reshape(-1, 3).astype(np.uint32)
+        word = triples[:, 0] | (triples[:, 1] << 8) | (triples[:, 2] << 16)
+        out = np.empty((word.size, 4), dtype=np.uint8)
+        for k in range(4):
+            out[:, k] = (word >> (6 * k)) & 0x3F
+        return out.reshape(-1)[:count]
+    raise AssertionError(dtype.code)
+
+
+def pack(codes: np.ndarray, dtype: DType) -> np.ndarray:
+    """One uint8 code per element -> packed bytes (element count must fill whole bytes)."""
+    flat = codes.reshape(-1)
+    if dtype.bits == 4:
+        return (flat[0::2] & 0x0F) | ((flat[1::2] & 0x0F) << 4)
+    if dtype.bits == 6:
+        quads = flat.reshape(-1, 4).astype(np.uint32) & 0x3F
+        word = quads[:, 0] | (quads[:, 1] << 6) | (quads[:, 2] << 12) | (quads[:, 3] << 18)
+        out = np.empty((word.size, 3), dtype=np.uint8)
+        out[:, 0] = word & 0xFF
+        out[:, 1] = (word >> 8) & 0xFF
+        out[:, 2] = (word >> 16) & 0xFF
+        return out.reshape(-1)
+    raise AssertionError(dtype.code)
+
+
+# --- reading ------------------------------------------------------------------------------
+
+
+def to_numpy(raw: RawTensor) -> np.ndarray:
+    """A RawTensor as an array: a zero-copy view except for packed sub-byte dtypes."""
+    nd = numpy_dtype(raw.dtype)
+    if raw.dtype.packed:
+        count = 1
+        for d in raw.shape:
+            count *= d
+        return unpack(raw.data, raw.dtype, count).view(nd).reshape(raw.shape)
+    arr = np.frombuffer(raw.data, dtype=nd).reshape(raw.shape)
+    if raw.shared:
+        # Views of a mapped file are read-only: flipping the flag back only ever writes to
+        # private copy-on-write pages, never to the file.
+        arr.flags.writeable = False
+    return arr
+
+
+def from_raw(raw: RawTensor, device: Device) -> np.ndarray:
+    return to_numpy(raw)
+
+
+def slice_numpy(file: SafeFile, name: str, index: Any) -> np.ndarray:
+    info = file.info(name)
+    plan = plan_slice(info.shape, info.dtype, index, name=name)
+    return to_numpy(file.raw_slice(name, plan))
+
+
+def get_slice(file: SafeFile, name: str, index: Any, device: Device) -> np.ndarray:
+    return slice_numpy(file, name, index)
+
+
+# --- writing ------------------------------------------------------------------------------
+
+
+def little_endian_bytes(array: np.ndarray, dtype: DType) -> np.ndarray:
+    """The array's bytes in logical C order, little-endian, packed: a view when possible."""
+    a = array
+    if a.dtype.byteorder == ">" or (a.dtype.byteorder == "=" and np.little_endian is False):
+        a = a.astype(a.dtype.newbyteorder("<"))  # a copy: the caller's array is never swapped
+    if not a.flags.c_contiguous:
+        a = np.ascontiguousarray(a)  # Fortran/strided: logical C order, one tensor at a time
+    a = a.reshape(-1)
+    if dtype.packed:
+        return pack(a.view(np.uint8), dtype)
+    return a.view(np.uint8)
+
+
+def to_write_item(name: str, obj: Any) -> WriteItem:
+    if not isinstance(obj, np.ndarray):
+        if isinstance(obj, np.generic):
+            obj = np.asarray(obj)
+        else:
+            raise SerializeError(
+                f"tensor {name!r}: expected a numpy.ndarray, got {type(obj).__name__}", tensor=name
+            )
+    dtype = dtype_of(obj, name)
+    array = obj
+    return WriteItem(name, dtype, tuple(array.shape), lambda: little_endian_bytes(array, dtype))

@@ -1,0 +1,141 @@
+"""torch <-> raw bytes: zero-copy tensors over the map, upstream's save checks."""
+
+from __future__ import annotations
+
+import warnings
+from functools import lru_cache
+from typing import Any
+
+from .._device import Device
+from .._optional import require
+from ..errors import SerializeError, UnsupportedDtype
+from ..format.dtypes import DType, all_dtypes
+from ..format.slicing import plan_slice
+from ..reader import RawTensor, SafeFile
+from ..writer import WriteItem
+
+NAME = "torch"
+torch = require("torch", "torch")
+
+
+@lru_cache(maxsize=None)
+def torch_dtype(dtype: DType) -> Any:
+    attr = dtype.torch
+    tdt = getattr(torch, attr, None) if attr else None
+    if tdt is None:
+        raise UnsupportedDtype(
+            f"dtype {dtype.code} is not supported by torch {torch.__version__}", dtype=dtype.code
+        )
+    return tdt
+
+
+@lru_cache(maxsize=None)
+def _reverse() -> dict[Any, DType]:
+    out = {}
+    for d in all_dtypes():
+        attr = d.torch
+        if attr and getattr(torch, attr, None) is not None:
+            out[getattr(torch, attr)] = d
+    return out
+
+
+def dtype_of(tensor: Any, name: str = "") -> DType:
+    try:
+        return _reverse()[tensor.dtype]
+    except KeyError:
+        raise UnsupportedDtype(
+            f"tensor {name!r}: torch dtype {tensor.dtype} has no safetensors equivalent",
+            tensor=name,
+            dtype=str(tensor.dtype),
+        ) from None
+
+
+def check_device(device: Device) -> None:
+    return None  # torch itself reports devices it does not have, when a tensor moves there
+
+
+def torch_device(device: Device) -> Any:
+    return torch.device(str(device))
+
+
+def _torch_shape(raw_dtype: DType, shape: tuple[int, ...], name: str) -> tuple[int, ...]:
+    if raw_dtype.code == "F4":
+        # float4_e2m1fn_x2 holds two F4 values per element: halve the last dimension.
+        if not shape or shape[-1] % 2:
+            raise UnsupportedDtype(
+                f"tensor {name!r}: F4 {list(shape)} has an odd last dimension, which "
+                "torch.float4_e2m1fn_x2 (two values per byte) cannot represent",
+                tensor=name,
+            )
+        return shape[:-1] + (shape[-1] // 2,)
+    return shape
+
+
+def to_torch(raw: RawTensor) -> Any:
+    tdt = torch_dtype(raw.dtype)
+    shape = _torch_shape(raw.dtype, raw.shape, raw.name)
+    if len(raw.data) == 0:
+        return torch.empty(shape, dtype=tdt)
+    data: Any = raw.data
+    if not raw.writable:
+        # Caller-owned immutable bytes: torch tensors are always writable, so copy once
+        # rather than let a write mutate a bytes object.
+        data = bytearray(raw.data)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        flat = torch.frombuffer(data, dtype=torch.uint8)
+    return flat.view(tdt).reshape(shape)
+
+
+def from_raw(raw: RawTensor, device: Device) -> Any:
+    t = to_torch(raw)
+    return t if device.is_cpu else t.to(torch_device(device))
+
+
+def _simple_index(index: Any) -> bool:
+    items = index if isinstance(index, tuple) else (index,)
+    for item in items:
+        if item is Ellipsis or (isinstance(item, int) and not isinstance(item, bool)):
+            continue
+        if isinstance(item, slice) and all(
+            v is None or (isinstance(v, int) and not isinstance(v, bool)) for v in (item.start, item.stop, item.step)
+        ) and (item.step is None or item.step > 0):
+            continue
+        return False
+    return sum(1 for i in items if i is Ellipsis) <= 1
+
+
+def get_slice(file: SafeFile, name: str, index: Any, device: Device) -> Any:
+    """torch indexing rules: read only the needed bytes for ints/slices/..., else index in torch."""
+    info = file.info(name)
+    explicit = [i for i in (index if isinstance(index, tuple) else (index,)) if i is not Ellipsis]
+    in_range = all(
+        not isinstance(i, int) or -d <= i < d for i, d in zip(explicit, info.shape)
+    ) and len(explicit) <= len(info.shape)
+    if _simple_index(index) and in_range and info.dtype.code != "F4":
+        plan = plan_slice(info.shape, info.dtype, index, clamp=True, name=name)
+        t = to_torch(file.raw_slice(name, plan))
+    else:
+        t = to_torch(file.raw(name))[index]
+    return t if device.is_cpu else t.to(torch_device(device))
+
+
+def tensor_bytes(tensor: Any) -> Any:
+    """The bytes of a contiguous CPU tensor, as a zero-copy numpy uint8 view."""
+    t = tensor.detach()
+    if t.device.type != "cpu":
+        t = t.to("cpu")
+    flat = t.reshape(-1)
+    if flat.numel() == 0:
+        return b""
+    return flat.view(torch.uint8).numpy()
+
+
+def to_write_item(name: str, tensor: Any) -> WriteItem:
+    if not isinstance(tensor, torch.Tensor):
+        raise SerializeError(f"tensor {name!r}: expected torch.Tensor, got {type(tensor).__name__}", tensor=name)
+    dtype = dtype_of(tensor, name)
+    shape = tuple(tensor.shape)
+    if dtype.code == "F4":
+        shape = shape[:-1] + (shape[-1] * 2,) if shape else (2,)
+    return WriteItem(name, dtype, shape, lambda: tensor_bytes(tensor))

@@ -1,0 +1,1 @@
+"""The pysafetensors command line."""

@@ -1,0 +1,162 @@
+"""The SafetensorError hierarchy: one class per failure kind, each carrying context.
+
+Every class keeps upstream safetensors' message wording as the start of its message and
+appends the context (tensor name, offsets, expected vs found).  Instances pickle: the
+message is the only positional argument and context lives in ``__dict__``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class SafetensorError(Exception):
+    """Base of every error pysafetensors raises about a file, a tensor or an argument."""
+
+    def __init__(self, message: str = "", **context: Any) -> None:
+        super().__init__(message)
+        self.__dict__.update(context)
+
+    def __str__(self) -> str:
+        # KeyError/IndexError mixins would otherwise repr() the message.
+        return str(self.args[0]) if self.args else ""
+
+
+# --- header and layout -------------------------------------------------------------------
+
+HEADER_PREFIX = "Error while deserializing header: "
+BYTES_PREFIX = "Error while deserializing: "
+
+
+class HeaderError(SafetensorError):
+    """The header or the layout it describes breaks a format rule.
+
+    ``reason`` is upstream's wording (for example ``header too small``); the message is
+    ``prefix + reason`` plus a parenthesised detail when there is one.
+    """
+
+    def __init__(self, message: str = "", **context: Any) -> None:
+        reason = context.pop("reason", message)
+        detail = context.pop("detail", None)
+        prefix = context.pop("prefix", None)
+        if prefix is not None:
+            message = f"{prefix}{reason}" + (f" ({detail})" if detail else "")
+        super().__init__(message, reason=reason, detail=detail, **context)
+
+    @classmethod
+    def make(cls, reason: str, detail: str | None = None, **context: Any) -> "HeaderError":
+        return cls(reason=reason, detail=detail, prefix=HEADER_PREFIX, **context)
+
+    def with_prefix(self, prefix: str) -> "HeaderError":
+        """The same error, worded for another entry point (``deserialize`` uses its own prefix)."""
+        context = {k: v for k, v in self.__dict__.items() if k not in ("reason", "detail")}
+        return type(self)(reason=self.reason, detail=self.detail, prefix=prefix, **context)
+
+
+class HeaderTooSmall(HeaderError):
+    """Fewer than 8 bytes: there is no header length."""
+
+
+class HeaderTooLarge(HeaderError):
+    """The declared header length is over the 100,000,000 byte cap."""
+
+
+class InvalidHeaderLength(HeaderError):
+    """The declared header length runs past the end of the file."""
+
+
+class InvalidHeaderUtf8(HeaderError):
+    """The header bytes are not valid UTF-8."""
+
+
+class InvalidHeaderJson(HeaderError, ValueError):
+    """The header is not the JSON object the format describes (syntax, types, fields, dtypes)."""
+
+
+class InvalidOffset(HeaderError):
+    """A tensor's data_offsets leave a hole, overlap another tensor, or end before they begin."""
+
+
+class TensorSizeMismatch(HeaderError):
+    """A tensor's byte length differs from product(shape) x dtype size."""
+
+
+class ValidationOverflow(HeaderError, OverflowError):
+    """product(shape) x bits overflows 64 bits."""
+
+
+class MisalignedSubByte(HeaderError):
+    """A sub-byte dtype (F4, F6) tensor or slice does not end on a byte boundary."""
+
+
+class IncompleteBuffer(HeaderError):
+    """The data region is longer or shorter than the tensors the header describes."""
+
+
+# --- lookups and arguments ---------------------------------------------------------------
+
+
+class TensorNotFound(SafetensorError, KeyError):
+    """The file has no tensor of that name."""
+
+
+class FileClosed(SafetensorError, ValueError):
+    """The handle was used after it was closed."""
+
+
+class SliceError(SafetensorError, IndexError):
+    """An index expression that does not fit the tensor (out of range, bad step, too many axes)."""
+
+
+class InvalidFramework(SafetensorError, ValueError):
+    """An unknown framework name was passed to safe_open."""
+
+
+class InvalidDevice(SafetensorError, ValueError):
+    """A device string safetensors does not know, or one the framework cannot use."""
+
+
+class InvalidBackend(SafetensorError, ValueError):
+    """A storage backend other than "mmap" or "pread"."""
+
+
+class UnknownDtype(SafetensorError, ValueError):
+    """A dtype name or code that is not in the dtype table."""
+
+
+class UnsupportedDtype(SafetensorError, TypeError):
+    """A dtype the chosen framework cannot represent."""
+
+
+class SerializeError(SafetensorError, ValueError):
+    """Input to serialize/save that cannot be written (bad name, metadata, buffer length...)."""
+
+
+class InvalidMetadata(SafetensorError, TypeError):
+    """Metadata that is not a mapping of str to str, or a tensor name that cannot be written."""
+
+
+class UnsupportedValue(SerializeError, TypeError):
+    """A value passed for saving that is not a tensor, TensorSpec or buffer."""
+
+
+class WriteError(SafetensorError, OSError):
+    """Writing the output failed (disk full, permission...); the previous file is left intact."""
+
+
+class SourceError(SafetensorError, OSError):
+    """Reading the underlying bytes failed (short read, I/O error)."""
+
+
+class MissingDependency(ImportError):
+    """An optional dependency is not installed; the message names the extra to install."""
+
+    def __init__(self, module: str, extra: str) -> None:
+        super().__init__(
+            f"{module} is required for this feature: pip install 'pysafetensors[{extra}]'"
+        )
+        self.module = module
+        self.extra = extra
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.module, self.extra))

@@ -1,0 +1,31 @@
+"""The pure format core: bytes in, frozen dataclasses out.  Standard library only."""
+
+from .dtypes import DType, all_dtypes, by_code, by_spec_name
+from .header import (
+    HEADER_CAP,
+    Header,
+    TensorInfo,
+    encode_header,
+    parse_header,
+    parse_header_length,
+)
+from .layout import LayoutEntry, WriteLayout, plan_layout
+from .slicing import SlicePlan, plan_slice
+
+__all__ = [
+    "DType",
+    "HEADER_CAP",
+    "Header",
+    "LayoutEntry",
+    "SlicePlan",
+    "TensorInfo",
+    "WriteLayout",
+    "all_dtypes",
+    "by_code",
+    "by_spec_name",
+    "encode_header",
+    "parse_header",
+    "parse_header_length",
+    "plan_layout",
+    "plan_slice",
+]

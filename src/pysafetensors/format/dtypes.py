@@ -1,0 +1,102 @@
+"""THE dtype table.  Every other module maps through it; nobody else defines sizes.
+
+Columns: format code, bits per element, write-order rank (upstream's enum order), numpy
+representation (``module:name``; sub-byte codes are held unpacked, one element per byte),
+torch attribute name, and the ``TensorSpec`` constructor name upstream accepts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..errors import UnknownDtype
+
+
+@dataclass(frozen=True)
+class DType:
+    code: str
+    bits: int
+    rank: int
+    numpy: str
+    torch: str | None
+    spec_name: str | None
+    kind: str  # "bool", "int", "uint", "float", "complex"
+
+    @property
+    def packed(self) -> bool:
+        """True for sub-byte dtypes whose elements share bytes (F4, F6)."""
+        return self.bits < 8
+
+    @property
+    def itemsize(self) -> int:
+        """Bytes per element for byte-sized dtypes (sub-byte: 1, the unpacked size)."""
+        return max(self.bits // 8, 1)
+
+    def nbytes(self, nelements: int) -> int:
+        """Bytes that ``nelements`` elements take in a file (sub-byte dtypes packed)."""
+        return nelements * self.bits // 8
+
+
+# rank = position in upstream's Dtype enum; files are written highest rank first.
+_TABLE = (
+    DType("BOOL", 8, 0, "numpy:bool_", "bool", "bool", "bool"),
+    DType("F4", 4, 1, "ml_dtypes:float4_e2m1fn", "float4_e2m1fn_x2", "float4_e2m1fn_x2", "float"),
+    DType("F6_E2M3", 6, 2, "ml_dtypes:float6_e2m3fn", None, "float6_e2m3fn", "float"),
+    DType("F6_E3M2", 6, 3, "ml_dtypes:float6_e3m2fn", None, "float6_e3m2fn", "float"),
+    DType("U8", 8, 4, "numpy:uint8", "uint8", "uint8", "uint"),
+    DType("I8", 8, 5, "numpy:int8", "int8", "int8", "int"),
+    DType("F8_E5M2", 8, 6, "ml_dtypes:float8_e5m2", "float8_e5m2", "float8_e5m2", "float"),
+    DType("F8_E4M3", 8, 7, "ml_dtypes:float8_e4m3fn", "float8_e4m3fn", "float8_e4m3fn", "float"),
+    DType("F8_E8M0", 8, 8, "ml_dtypes:float8_e8m0fnu", "float8_e8m0fnu", "float8_e8m0fnu", "float"),
+    DType("F8_E4M3FNUZ", 8, 9, "ml_dtypes:float8_e4m3fnuz", "float8_e4m3fnuz", "float8_e4m3fnuz", "float"),
+    DType("F8_E5M2FNUZ", 8, 10, "ml_dtypes:float8_e5m2fnuz", "float8_e5m2fnuz", "float8_e5m2fnuz", "float"),
+    DType("I16", 16, 11, "numpy:int16", "int16", "int16", "int"),
+    DType("U16", 16, 12, "numpy:uint16", "uint16", "uint16", "uint"),
+    DType("F16", 16, 13, "numpy:float16", "float16", "float16", "float"),
+    DType("BF16", 16, 14, "ml_dtypes:bfloat16", "bfloat16", "bfloat16", "float"),
+    DType("I32", 32, 15, "numpy:int32", "int32", "int32", "int"),
+    DType("U32", 32, 16, "numpy:uint32", "uint32", "uint32", "uint"),
+    DType("F32", 32, 17, "numpy:float32", "float32", "float32", "float"),
+    DType("C64", 64, 18, "numpy:complex64", "complex64", "complex64", "complex"),
+    DType("F64", 64, 19, "numpy:float64", "float64", "float64", "float"),
+    DType("I64", 64, 20, "numpy:int64", "int64", "int64", "int"),
+    DType("U64", 64, 21, "numpy:uint64", "uint64", "uint64", "uint"),
+)
+
+BY_CODE: dict[str, DType] = {d.code: d for d in _TABLE}
+BY_SPEC_NAME: dict[str, DType] = {d.spec_name: d for d in _TABLE if d.spec_name}
+CODES: tuple[str, ...] = tuple(d.code for d in _TABLE)
+
+# Upstream's TensorSpec names, in its error message order.
+_UPSTREAM_SPEC_NAMES = (
+    "bool, int8, uint8, int16, uint16, int32, uint32, int64, uint64, float16, float32, "
+    "float64, bfloat16, float8_e4m3fn, float8_e4m3fnuz, float8_e5m2, float8_e5m2fnuz, "
+    "float8_e8m0fnu, float4_e2m1fn_x2, complex64"
+)
+
+
+def all_dtypes() -> tuple[DType, ...]:
+    """Every dtype, in upstream's enum order."""
+    return _TABLE
+
+
+def by_code(code: str) -> DType:
+    """The dtype for a header code such as ``"F32"`` (case-sensitive)."""
+    try:
+        return BY_CODE[code]
+    except (KeyError, TypeError):
+        raise UnknownDtype(
+            f"unknown dtype code {code!r}; expected one of {', '.join(CODES)}", dtype=code
+        ) from None
+
+
+def by_spec_name(name: str) -> DType:
+    """The dtype for a TensorSpec name such as ``"float32"``, with upstream's error wording."""
+    try:
+        return BY_SPEC_NAME[name]
+    except (KeyError, TypeError):
+        raise UnknownDtype(
+            f'Unknown dtype "{name}". Supported dtypes: {_UPSTREAM_SPEC_NAMES}, '
+            "float6_e2m3fn, float6_e3m2fn",
+            dtype=name,
+        ) from None

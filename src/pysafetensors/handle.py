@@ -1,0 +1,151 @@
+"""safe_open: the upstream-compatible lazy file handle."""
+
+from __future__ import annotations
+
+from types import TracebackType
+from typing import Any
+
+from ._adapters import load_adapter
+from ._device import parse_device
+from .errors import BYTES_PREFIX, HeaderError, InvalidBackend
+from .io.sources import BACKENDS, MemorySource, open_source
+from .reader import SafeFile
+
+
+def _check_backend(backend: Any) -> str:
+    if backend not in BACKENDS:
+        raise InvalidBackend(
+            f'backend "{backend}" is invalid (expected one of: "mmap", "pread")', backend=backend
+        )
+    return str(backend)
+
+
+class safe_open:  # noqa: N801 - upstream's name
+    """Open a safetensors file lazily; tensors are read only when asked for.
+
+    Args:
+        filename: path (str or PathLike), bytes-like object or binary file object.
+        framework: ``pt``/``torch``/``pytorch`` or ``np``/``numpy`` (case-sensitive).
+        device: ``cpu`` (default), ``cuda``, ``cuda:N``, an int, ``mps``...
+        backend: ``"mmap"`` (zero-copy views of a copy-on-write map; numpy arrays are
+            read-only) or ``"pread"`` (fresh buffers filled with ``os.preadv``).
+
+    Usable with or without ``with``; a handle may be shared between threads.
+    """
+
+    def __init__(self, filename: Any, framework: str, device: Any = "cpu", *, backend: str = "mmap") -> None:
+        self._adapter = load_adapter(framework)
+        self._framework = framework
+        self._device = parse_device(device)
+        self._adapter.check_device(self._device)
+        self._backend = _check_backend(backend)
+        self._file = SafeFile(open_source(filename, self._backend))
+
+    @classmethod
+    def _from_file(cls, file: SafeFile, framework: str, device: Any = "cpu") -> "safe_open":
+        self = cls.__new__(cls)
+        self._adapter = load_adapter(framework)
+        self._framework = framework
+        self._device = parse_device(device)
+        self._adapter.check_device(self._device)
+        self._backend = "mmap"
+        self._file = file
+        return self
+
+    # --- context manager ------------------------------------------------------------------
+    def __enter__(self) -> "safe_open":
+        self._file.check_open()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self._file.close()
+
+    def close(self) -> None:
+        """Release the file; tensors already returned stay valid."""
+        self._file.close()
+
+    # --- header -----------------------------------------------------------------------------
+    def keys(self) -> list[str]:
+        """Tensor names, sorted."""
+        self._file.check_open()
+        return sorted(self._file.names())
+
+    def offset_keys(self) -> list[str]:
+        """Tensor names in file (data offset) order."""
+        self._file.check_open()
+        return self._file.names()
+
+    def metadata(self) -> dict[str, str] | None:
+        """The ``__metadata__`` dict, or None when the file has none."""
+        self._file.check_open()
+        return self._file.metadata
+
+    # --- tensors ----------------------------------------------------------------------------
+    def get_tensor(self, name: str) -> Any:
+        """The whole tensor ``name`` in the handle's framework and device."""
+        return self._adapter.from_raw(self._file.raw(name), self._device)
+
+    def get_tensors(self) -> dict[str, Any]:
+        """Every tensor, keyed by name, in file order."""
+        return {raw.name: self._adapter.from_raw(raw, self._device) for raw in self._file.raw_all()}
+
+    def get_slice(self, name: str) -> "SafeSlice":
+        """A lazy view of ``name``: index it to read only the bytes the index needs."""
+        self._file.info(name)
+        return SafeSlice(self, name)
+
+
+class SafeSlice:
+    """Returned by ``safe_open.get_slice``: shape and dtype now, bytes on indexing."""
+
+    def __init__(self, handle: safe_open, name: str) -> None:
+        self._handle = handle
+        self._name = name
+        self._info = handle._file.info(name)
+
+    def get_shape(self) -> list[int]:
+        return list(self._info.shape)
+
+    def get_dtype(self) -> str:
+        return self._info.dtype.code
+
+    @property
+    def shape(self) -> list[int]:
+        return self.get_shape()
+
+    @property
+    def dtype(self) -> str:
+        return self.get_dtype()
+
+    def __len__(self) -> int:
+        if not self._info.shape:
+            raise TypeError("len() of a 0-d tensor")
+        return self._info.shape[0]
+
+    def __getitem__(self, index: Any) -> Any:
+        h = self._handle
+        return h._adapter.get_slice(h._file, self._name, index, h._device)
+
+    def __repr__(self) -> str:
+        return f"<SafeSlice {self._name!r} {self.get_dtype()} {self.get_shape()}>"
+
+
+def _safe_open_handle(file_object: Any, framework: str, device: Any = "cpu") -> safe_open:
+    """safe_open over an already open binary file object (or bytes)."""
+    return safe_open(file_object, framework, device)
+
+
+def open_bytes(data: Any) -> SafeFile:
+    """A SafeFile over bytes, with ``deserialize``'s error wording."""
+    try:
+        return SafeFile(MemorySource(data))
+    except HeaderError as e:
+        raise e.with_prefix(BYTES_PREFIX) from None
+
+
+__all__ = ["SafeSlice", "open_bytes", "safe_open", "_safe_open_handle"]

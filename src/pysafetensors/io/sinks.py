@@ -1,0 +1,146 @@
+"""Sinks: where written bytes go.  AtomicFileSink never leaves a torn file behind."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import stat
+from types import TracebackType
+from typing import Protocol, Sequence
+
+from ..errors import WriteError
+
+Buffer = bytes | bytearray | memoryview
+
+
+class Sink(Protocol):
+    def write(self, buffers: Sequence[Buffer]) -> None:
+        """Append ``buffers`` in order."""
+
+    def pwrite(self, buffer: Buffer, offset: int) -> None:
+        """Write ``buffer`` at an absolute offset (incremental writer)."""
+
+
+class BytesSink:
+    """Collects a file of known size in one preallocated bytearray."""
+
+    def __init__(self, size: int) -> None:
+        self.data = bytearray(size)
+        self._pos = 0
+
+    def write(self, buffers: Sequence[Buffer]) -> None:
+        for b in buffers:
+            n = len(memoryview(b).cast("B")) if not isinstance(b, (bytes, bytearray)) else len(b)
+            self.data[self._pos : self._pos + n] = b
+            self._pos += n
+
+    def pwrite(self, buffer: Buffer, offset: int) -> None:
+        mv = memoryview(buffer).cast("B")
+        self.data[offset : offset + len(mv)] = mv
+
+
+def _writev_all(fd: int, buffers: Sequence[Buffer], name: str) -> None:
+    views = [memoryview(b).cast("B") for b in buffers]
+    views = [v for v in views if len(v)]
+    iov_max = 1024
+    while views:
+        batch = views[:iov_max]
+        try:
+            n = os.writev(fd, batch)
+        except OSError as e:
+            raise WriteError(f"writing {name} failed: {e}", errno=e.errno) from e
+        # Drop what was written, keeping the unwritten tail of a partly written buffer.
+        while n and views:
+            if n >= len(views[0]):
+                n -= len(views[0])
+                views.pop(0)
+            else:
+                views[0] = views[0][n:]
+                n = 0
+
+
+class AtomicFileSink:
+    """Writes a temp file beside ``path``; ``commit`` fsyncs and renames it into place.
+
+    The temp file is created with mode 0o666 so the umask applies exactly as it does for
+    ``open()``; when ``path`` already exists its mode is kept, as ``open(path, "wb")`` would.
+    Until ``commit`` the old file is untouched; on any error the temp file is removed.
+    """
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = os.fspath(path)
+        directory, base = os.path.split(os.path.abspath(self.path))
+        self.tmp_path = os.path.join(directory, f".{base}.{secrets.token_hex(6)}.tmp")
+        try:
+            self._fd = os.open(
+                self.tmp_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o666
+            )
+        except OSError as e:
+            raise WriteError(f"cannot create a temporary file beside {self.path}: {e}", errno=e.errno) from e
+        try:
+            mode = stat.S_IMODE(os.stat(self.path).st_mode)
+            os.fchmod(self._fd, mode)
+        except OSError:
+            pass  # no existing file: the umask-derived mode stands
+
+    def write(self, buffers: Sequence[Buffer]) -> None:
+        _writev_all(self._fd, buffers, self.path)
+
+    def pwrite(self, buffer: Buffer, offset: int) -> None:
+        view = memoryview(buffer).cast("B")
+        done = 0
+        while done < len(view):
+            try:
+                done += os.pwrite(self._fd, view[done:], offset + done)
+            except OSError as e:
+                raise WriteError(f"writing {self.path} failed: {e}", errno=e.errno) from e
+
+    def truncate(self, size: int) -> None:
+        try:
+            os.ftruncate(self._fd, size)
+        except OSError as e:
+            raise WriteError(f"sizing {self.path} to {size} bytes failed: {e}", errno=e.errno) from e
+
+    def commit(self) -> None:
+        try:
+            os.fsync(self._fd)
+            os.close(self._fd)
+            self._fd = -1
+            os.replace(self.tmp_path, self.path)
+        except OSError as e:
+            self.abort()
+            raise WriteError(f"saving {self.path} failed: {e}", errno=e.errno) from e
+        try:
+            dfd = os.open(os.path.dirname(os.path.abspath(self.path)), os.O_RDONLY)
+            try:
+                os.fsync(dfd)
+            finally:
+                os.close(dfd)
+        except OSError:
+            pass  # directory fsync is best effort (not supported everywhere)
+
+    def abort(self) -> None:
+        if self._fd >= 0:
+            try:
+                os.close(self._fd)
+            except OSError:
+                pass
+            self._fd = -1
+        try:
+            os.unlink(self.tmp_path)
+        except FileNotFoundError:
+            pass
+
+    def __enter__(self) -> "AtomicFileSink":
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if exc_type is None:
+            self.commit()
+        else:
+            self.abort()

@@ -1,0 +1,239 @@
+"""ByteSource: a handful of methods that give the reader a file's bytes.
+
+``size``, ``name``, ``read_into(offset, buffer)`` and ``close()`` are the whole protocol.
+A source that can hand out zero-copy views also has ``view(offset, length)``; the reader
+checks for it (``supports_view``).
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import threading
+from typing import Any, BinaryIO, Protocol, runtime_checkable
+
+from ..errors import FileClosed, SourceError
+
+
+@runtime_checkable
+class ByteSource(Protocol):
+    size: int
+    name: str
+
+    def read_into(self, offset: int, buffer: memoryview) -> None:
+        """Fill ``buffer`` with the bytes at ``offset``; raise SourceError on a short read."""
+
+    def close(self) -> None: ...
+
+
+def supports_view(source: object) -> bool:
+    return callable(getattr(source, "view", None))
+
+
+def _short_read(name: str, offset: int, wanted: int, got: int) -> SourceError:
+    return SourceError(
+        f"{name}: short read at offset {offset}: wanted {wanted} bytes, got {got} "
+        "(was the file truncated while open?)",
+        offset=offset,
+    )
+
+
+def _open_fd(path: str | os.PathLike[str]) -> int:
+    try:
+        return os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+    except FileNotFoundError:
+        raise FileNotFoundError(f"No such file or directory: {os.fspath(path)}") from None
+
+
+class MmapSource:
+    """The file mapped copy-on-write: views are zero-copy, writes never reach the file."""
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.name = os.fspath(path)
+        fd = _open_fd(path)
+        try:
+            self.size = os.fstat(fd).st_size
+            # ACCESS_COPY (MAP_PRIVATE): shares the page cache for reads; a caller writing
+            # into a tensor gets private pages instead of corrupting the file.
+            self._map: mmap.mmap | None = (
+                mmap.mmap(fd, self.size, access=mmap.ACCESS_COPY) if self.size else None
+            )
+        finally:
+            os.close(fd)  # the mapping keeps its own reference to the file
+        self._view = memoryview(self._map) if self._map is not None else memoryview(b"")
+
+    def view(self, offset: int, length: int) -> memoryview:
+        if self._map is None:
+            if self.size:
+                raise FileClosed("File is closed")
+            return memoryview(b"")
+        if offset + length > self.size:
+            raise _short_read(self.name, offset, length, max(0, self.size - offset))
+        return self._view[offset : offset + length]
+
+    def read_into(self, offset: int, buffer: memoryview) -> None:
+        buffer[:] = self.view(offset, len(buffer))
+
+    def advise(self, offset: int, length: int, advice: int) -> None:
+        """Pass an madvise hint for a byte range (ignored where unsupported)."""
+        if self._map is None or not hasattr(self._map, "madvise") or length <= 0:
+            return
+        page = mmap.PAGESIZE
+        start = offset - offset % page
+        try:
+            self._map.madvise(advice, start, min(length + offset - start, self.size - start))
+        except (OSError, ValueError):
+            pass
+
+    def close(self) -> None:
+        m, self._map = self._map, None
+        if m is None:
+            return
+        try:
+            self._view.release()
+            m.close()
+        except BufferError:
+            # Tensors handed out still view the map; it is unmapped when the last one goes.
+            pass
+
+
+class PreadSource:
+    """Reads with os.preadv into fresh buffers; safe to use from many threads at once."""
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.name = os.fspath(path)
+        self._fd = _open_fd(path)
+        self.size = os.fstat(self._fd).st_size
+        self._lock = threading.Lock()
+        self._active = 0
+        self._closed = False
+
+    def _acquire(self) -> int:
+        with self._lock:
+            if self._closed:
+                raise FileClosed("File is closed")
+            self._active += 1
+            return self._fd
+
+    def _release(self) -> None:
+        with self._lock:
+            self._active -= 1
+            if self._closed and self._active == 0 and self._fd >= 0:
+                os.close(self._fd)
+                self._fd = -1
+
+    def read_into(self, offset: int, buffer: memoryview) -> None:
+        fd = self._acquire()
+        try:
+            _pread_full(fd, buffer, offset, self.name)
+        finally:
+            self._release()
+
+    def fileno(self) -> int:
+        return self._fd
+
+    def close(self) -> None:
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            # Close now unless a read is in flight; the last reader closes it otherwise, so a
+            # recycled descriptor number can never be read by mistake.
+            if self._active == 0:
+                os.close(self._fd)
+                self._fd = -1
+
+
+def _pread_full(fd: int, buffer: memoryview, offset: int, name: str) -> None:
+    view = buffer.cast("B") if buffer.format != "B" else buffer
+    done = 0
+    total = len(view)
+    while done < total:
+        try:
+            n = os.preadv(fd, [view[done:]], offset + done)
+        except OSError as e:
+            raise SourceError(f"{name}: read failed at offset {offset + done}: {e}") from e
+        if n == 0:
+            raise _short_read(name, offset, total, done)
+        done += n
+
+
+class MemorySource:
+    """Bytes already in memory (bytes, bytearray, memoryview, mmap): zero-copy views."""
+
+    def __init__(self, data: Any, name: str = "<bytes>") -> None:
+        self._data = memoryview(data).cast("B") if not isinstance(data, memoryview) or data.format != "B" or data.ndim != 1 else data
+        self.size = len(self._data)
+        self.name = name
+        self.readonly = self._data.readonly
+
+    def view(self, offset: int, length: int) -> memoryview:
+        if offset + length > self.size:
+            raise _short_read(self.name, offset, length, max(0, self.size - offset))
+        return self._data[offset : offset + length]
+
+    def read_into(self, offset: int, buffer: memoryview) -> None:
+        buffer[:] = self.view(offset, len(buffer))
+
+    def close(self) -> None:
+        pass
+
+
+class FileObjectSource:
+    """Any readable, seekable binary file object; reads are serialised with a lock."""
+
+    def __init__(self, fileobj: BinaryIO, name: str | None = None) -> None:
+        self._f = fileobj
+        self.name = name or str(getattr(fileobj, "name", "<file object>"))
+        self._lock = threading.Lock()
+        try:
+            self.size = fileobj.seek(0, os.SEEK_END)
+        except (OSError, AttributeError, ValueError) as e:
+            raise SourceError(f"{self.name}: file object is not seekable: {e}") from e
+
+    def read_into(self, offset: int, buffer: memoryview) -> None:
+        view = buffer.cast("B") if buffer.format != "B" else buffer
+        with self._lock:
+            try:
+                self._f.seek(offset)
+                done = 0
+                while done < len(view):
+                    readinto = getattr(self._f, "readinto", None)
+                    if readinto is not None:
+                        n = readinto(view[done:])
+                    else:
+                        chunk = self._f.read(len(view) - done)
+                        n = len(chunk)
+                        view[done : done + n] = chunk
+                    if not n:
+                        raise _short_read(self.name, offset, len(view), done)
+                    done += n
+            except (OSError, ValueError) as e:
+                raise SourceError(f"{self.name}: read failed at offset {offset}: {e}") from e
+
+    def close(self) -> None:
+        pass  # the caller owns the file object
+
+
+BACKENDS = ("mmap", "pread")
+
+
+def open_source(obj: Any, backend: str = "mmap") -> Any:
+    """A ByteSource for a path, PathLike, bytes-like object or binary file object."""
+    if isinstance(obj, (str, os.PathLike)):
+        return MmapSource(obj) if backend == "mmap" else PreadSource(obj)
+    if isinstance(obj, (bytes, bytearray, memoryview, mmap.mmap)):
+        return MemorySource(obj)
+    if hasattr(obj, "read") and hasattr(obj, "seek"):
+        fileno = getattr(obj, "fileno", None)
+        if fileno is not None and backend == "mmap":
+            try:
+                fd = fileno()
+                return MmapSource(f"/proc/self/fd/{fd}") if os.path.exists(f"/proc/self/fd/{fd}") else FileObjectSource(obj)
+            except (OSError, ValueError, AttributeError):
+                pass
+        return FileObjectSource(obj)
+    raise TypeError(
+        f"cannot read safetensors from {type(obj).__name__}: expected a path, bytes-like object "
+        "or binary file object"
+    )

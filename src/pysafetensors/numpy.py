@@ -1,0 +1,53 @@
+"""numpy face: save, save_file, load, load_file (upstream-compatible).
+
+Every format dtype loads: BF16 and the F8 kinds as ml_dtypes types, C64 as complex64, and
+the packed sub-byte F4/F6 unpacked to one ml_dtypes element per byte (``float4_e2m1fn``,
+``float6_e2m3fn``, ``float6_e3m2fn``), packed again on save, so round trips are exact.
+Arrays from ``load_file`` with the default mmap backend are read-only zero-copy views of
+the file; ``backend="pread"`` gives writable arrays in fresh memory.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Mapping
+
+import numpy as np
+
+from ._adapters.numpy import to_numpy, to_write_item
+from .handle import open_bytes, safe_open
+from .writer import write_bytes, write_file
+
+__all__ = ["save", "save_file", "load", "load_file"]
+
+
+def _items(tensor_dict: Mapping[str, np.ndarray]) -> list[Any]:
+    if not isinstance(tensor_dict, Mapping):
+        raise TypeError(f"Expected a dict of [str, np.ndarray] but received {type(tensor_dict)}")
+    return [to_write_item(k, v) for k, v in tensor_dict.items()]
+
+
+def save(tensor_dict: Mapping[str, np.ndarray], metadata: Mapping[str, str] | None = None) -> bytes:
+    """Serialize arrays to safetensors bytes.  Fortran-order, strided and big-endian
+    arrays are written in logical C order, little-endian; the inputs are never modified."""
+    return write_bytes(_items(tensor_dict), metadata)
+
+
+def save_file(
+    tensor_dict: Mapping[str, np.ndarray],
+    filename: str | os.PathLike[str],
+    metadata: Mapping[str, str] | None = None,
+) -> None:
+    """Save arrays to ``filename`` atomically, streaming one array at a time."""
+    write_file(_items(tensor_dict), filename, metadata)
+
+
+def load(data: bytes) -> dict[str, np.ndarray]:
+    """Load arrays from safetensors bytes (zero-copy, read-only views of ``data``)."""
+    return {raw.name: to_numpy(raw) for raw in open_bytes(data).raw_all()}
+
+
+def load_file(filename: str | os.PathLike[str], *, backend: str = "mmap") -> dict[str, np.ndarray]:
+    """Load every array of a file, in file order."""
+    with safe_open(filename, framework="np", backend=backend) as f:
+        return f.get_tensors()

@@ -1,0 +1,250 @@
+"""torch face: save, save_file, load, load_file, save_model, load_model (upstream-compatible).
+
+Shared/tied tensors are handled exactly as upstream: ``save`` refuses tensors that share
+memory, ``save_model`` drops duplicates (recording them in metadata) and ``load_model``
+restores them.  CPU tensors from ``load_file`` share the copy-on-write map of the file.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import defaultdict
+from typing import Any, Mapping
+
+from ._adapters.torch import dtype_of, to_torch, to_write_item
+from ._device import parse_device
+from ._optional import require
+from .handle import open_bytes, safe_open
+from .writer import write_bytes, write_file
+
+torch = require("torch", "torch")
+
+__all__ = [
+    "save",
+    "save_file",
+    "load",
+    "load_file",
+    "save_model",
+    "load_model",
+    "storage_ptr",
+    "storage_size",
+]
+
+
+# --- shared-storage bookkeeping (same rules as upstream) ---------------------------------
+
+
+def _itemsize(tensor: Any) -> int:
+    return max(dtype_of(tensor).bits // 8, 1) if tensor.dtype != getattr(torch, "float4_e2m1fn_x2", None) else 1
+
+
+def storage_ptr(tensor: Any) -> int:
+    """Address of the tensor's storage (0 for meta tensors)."""
+    try:
+        return tensor.untyped_storage().data_ptr()
+    except Exception:
+        try:
+            return tensor.storage().data_ptr()
+        except NotImplementedError:
+            return 0
+
+
+def storage_size(tensor: Any) -> int:
+    """Bytes in the tensor's storage."""
+    try:
+        return tensor.untyped_storage().nbytes()
+    except AttributeError:
+        try:
+            return tensor.storage().size() * _itemsize(tensor)
+        except NotImplementedError:
+            return tensor.nelement() * _itemsize(tensor)
+
+
+def _end_ptr(tensor: Any) -> int:
+    if tensor.nelement():
+        return tensor.view(-1)[-1].data_ptr() + _itemsize(tensor)
+    return tensor.data_ptr()
+
+
+def _filter_shared_not_shared(tensors: list[set[str]], state_dict: Mapping[str, Any]) -> list[set[str]]:
+    """Split groups sharing a storage into those whose byte ranges really overlap."""
+    filtered: list[set[str]] = []
+    for shared in tensors:
+        if len(shared) < 2:
+            filtered.append(shared)
+            continue
+        areas = sorted((state_dict[n].data_ptr(), _end_ptr(state_dict[n]), n) for n in shared)
+        _, last_stop, last_name = areas[0]
+        filtered.append({last_name})
+        for start, stop, name in areas[1:]:
+            if start >= last_stop:
+                filtered.append({name})
+            else:
+                filtered[-1].add(name)
+            last_stop = stop
+    return filtered
+
+
+def _find_shared_tensors(state_dict: Mapping[str, Any]) -> list[set[str]]:
+    """Groups of names whose tensors overlap in memory."""
+    groups: dict[tuple[Any, int, int], set[str]] = defaultdict(set)
+    for k, v in state_dict.items():
+        if v.device != torch.device("meta") and storage_ptr(v) != 0 and storage_size(v) != 0:
+            groups[(v.device, storage_ptr(v), storage_size(v))].add(k)
+    return _filter_shared_not_shared(list(sorted(groups.values())), state_dict)
+
+
+def _is_complete(tensor: Any) -> bool:
+    return tensor.data_ptr() == storage_ptr(tensor) and tensor.nelement() * _itemsize(tensor) == storage_size(tensor)
+
+
+def _remove_duplicate_names(
+    state_dict: Mapping[str, Any],
+    *,
+    preferred_names: Any = None,
+    discard_names: Any = None,
+) -> dict[str, list[str]]:
+    """For each shared group, the name to keep -> the names to drop."""
+    preferred = set(preferred_names or [])
+    discard = set(discard_names or [])
+    to_remove: dict[str, list[str]] = defaultdict(list)
+    for shared in _find_shared_tensors(state_dict):
+        complete = {n for n in shared if _is_complete(state_dict[n])}
+        if not complete:
+            raise RuntimeError(
+                "Error while trying to find names to remove to save state dict, but found no suitable name to keep"
+                f" for saving amongst: {shared}. None is covering the entire storage.Refusing to save/load the model"
+                " since you could be storing much more memory than needed. Please refer to"
+                " https://huggingface.co/docs/safetensors/torch_shared_tensors for more information. Or open an"
+                " issue."
+            )
+        keep = sorted(complete)[0]
+        not_discarded = complete - discard
+        if not_discarded:
+            keep = sorted(not_discarded)[0]
+        if preferred:
+            chosen = preferred & complete
+            if chosen:
+                keep = sorted(chosen)[0]
+        for name in sorted(shared):
+            if name != keep:
+                to_remove[keep].append(name)
+    return to_remove
+
+
+# --- save ---------------------------------------------------------------------------------
+
+
+def _evaluate_tensors_for_save(tensors: Any) -> None:
+    if not isinstance(tensors, dict):
+        raise ValueError(f"Expected a dict of [str, torch.Tensor] but received {type(tensors)}")
+    sparse = []
+    for k, v in tensors.items():
+        if not isinstance(v, torch.Tensor):
+            raise ValueError(f"Key `{k}` is invalid, expected torch.Tensor but received {type(v)}")
+        if v.layout != torch.strided:
+            sparse.append(k)
+    if sparse:
+        raise ValueError(
+            f"You are trying to save a sparse tensors: `{sparse}` which this library does not support."
+            " You can make it a dense tensor before saving with `.to_dense()` but be aware this might"
+            " make a much larger file than needed."
+        )
+    failing = [names for names in _find_shared_tensors(tensors) if len(names) > 1]
+    if failing:
+        raise RuntimeError(
+            f"""
+            Some tensors share memory, this will lead to duplicate memory on disk and potential differences when loading them again: {failing}.
+            A potential way to correctly save your model is to use `save_model`.
+            More information at https://huggingface.co/docs/safetensors/torch_shared_tensors
+            """
+        )
+
+
+def _items(tensors: Any) -> list[Any]:
+    _evaluate_tensors_for_save(tensors)
+    items = []
+    for k, v in tensors.items():
+        if not v.is_contiguous():
+            raise ValueError(
+                f"You are trying to save a non contiguous tensor: `{k}` which is not allowed. It either means you"
+                " are trying to save tensors which are reference of each other in which case it's recommended to save"
+                " only the full tensors, and reslice at load time, or simply call `.contiguous()` on your tensor to"
+                " pack it before saving."
+            )
+        items.append(to_write_item(k, v))
+    return items
+
+
+def save(tensors: dict[str, Any], metadata: Mapping[str, str] | None = None) -> bytes:
+    """Serialize tensors to safetensors bytes."""
+    return write_bytes(_items(tensors), metadata)
+
+
+def save_file(tensors: dict[str, Any], filename: str | os.PathLike[str], metadata: Mapping[str, str] | None = None) -> None:
+    """Save tensors to ``filename``: streamed from the tensors' memory, atomic rename."""
+    write_file(_items(tensors), filename, metadata)
+
+
+def save_model(model: Any, filename: str, metadata: dict[str, str] | None = None, force_contiguous: bool = True) -> None:
+    """Save a module's state dict, dropping tied duplicates (recorded in metadata)."""
+    state_dict = model.state_dict()
+    to_removes = _remove_duplicate_names(state_dict)
+    meta = dict(metadata) if metadata is not None else None
+    for kept_name, group in to_removes.items():
+        for name in group:
+            if meta is None:
+                meta = {}
+            if name not in meta:
+                meta[name] = kept_name
+            del state_dict[name]
+    if force_contiguous:
+        state_dict = {k: v.contiguous() for k, v in state_dict.items()}
+    try:
+        save_file(state_dict, filename, metadata=meta)
+    except ValueError as e:
+        raise ValueError(
+            str(e) + " Or use save_model(..., force_contiguous=True), read the docs for potential caveats."
+        ) from e
+
+
+# --- load ---------------------------------------------------------------------------------
+
+
+def load(data: bytes) -> dict[str, Any]:
+    """Load tensors from safetensors bytes (CPU)."""
+    return {raw.name: to_torch(raw) for raw in open_bytes(data).raw_all()}
+
+
+def load_file(filename: str | os.PathLike[str], device: Any = "cpu", *, backend: str = "mmap") -> dict[str, Any]:
+    """Load every tensor of a file onto ``device``, in file order."""
+    with safe_open(filename, framework="pt", device=device, backend=backend) as f:
+        return f.get_tensors()
+
+
+def load_model(
+    model: Any, filename: str | os.PathLike[str], strict: bool = True, device: Any = "cpu", *, backend: str = "mmap"
+) -> tuple[list[str], list[str]]:
+    """Load a file into a module, restoring tied weights; returns (missing, unexpected)."""
+    parse_device(device)
+    state_dict = load_file(filename, device=device, backend=backend)
+    model_state_dict = model.state_dict()
+    to_removes = _remove_duplicate_names(model_state_dict, preferred_names=state_dict.keys())
+    missing_list, unexpected = model.load_state_dict(state_dict, strict=False)
+    missing = set(missing_list)
+    for group in to_removes.values():
+        for name in group:
+            if name not in missing:
+                unexpected.append(name)
+            else:
+                missing.remove(name)
+    if strict and (missing or unexpected):
+        missing_keys = ", ".join(f'"{k}"' for k in sorted(missing))
+        unexpected_keys = ", ".join(f'"{k}"' for k in sorted(unexpected))
+        error = f"Error(s) in loading state_dict for {model.__class__.__name__}:"
+        if missing:
+            error += f"\n    Missing key(s) in state_dict: {missing_keys}"
+        if unexpected:
+            error += f"\n    Unexpected key(s) in state_dict: {unexpected_keys}"
+        raise RuntimeError(error)
+    return missing, unexpected  # type: ignore[return-value]
