@@ -125,13 +125,27 @@ def _json_error(msg: str) -> InvalidHeaderJson:
     return InvalidHeaderJson.make(f"invalid JSON in header: {msg}")  # type: ignore[return-value]
 
 
+def _unexpected(value: Any) -> str:
+    """A JSON value described the way serde_json's error messages describe it."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return f"boolean `{str(value).lower()}`"
+    if isinstance(value, int):
+        return f"integer `{value}`"
+    if isinstance(value, float):
+        return f"floating point `{value!r}`"
+    if isinstance(value, str):
+        return f"string {json.dumps(value, ensure_ascii=False)}"
+    return "sequence" if isinstance(value, list) else "map"
+
+
 def _usize(value: Any, what: str, name: str) -> int:
+    if isinstance(value, int) and not isinstance(value, bool) and value >= _U64:
+        value = float(value)  # serde_json reads integers past u64 as floats
     if isinstance(value, bool) or not isinstance(value, int):
-        kind = {bool: "boolean", float: "floating point", str: "string"}.get(type(value), "value")
-        raise _json_error(
-            f"invalid type: {kind} `{value!r}`, expected usize (tensor `{name}`, {what})"
-        )
-    if value < 0 or value >= _U64:
+        raise _json_error(f"invalid type: {_unexpected(value)}, expected usize (tensor `{name}`, {what})")
+    if value < 0:
         raise _json_error(f"invalid value: integer `{value}`, expected usize (tensor `{name}`, {what})")
     return value
 
@@ -147,11 +161,15 @@ def _tensor_entry(name: str, raw: Any) -> tuple[DType, tuple[int, ...], int, int
             raise _json_error(f"duplicate field `{dup}` (tensor `{name}`)")
         fields = raw
     else:
-        raise _json_error(f"invalid type: {type(raw).__name__}, expected struct TensorInfo (tensor `{name}`)")
+        raise _json_error(f"invalid type: {_unexpected(raw)}, expected struct TensorInfo (tensor `{name}`)")
     for field in ("dtype", "shape", "data_offsets"):
         if field not in fields:
             raise _json_error(f"missing field `{field}` (tensor `{name}`)")
     code = fields["dtype"]
+    if isinstance(code, dict) and len(code) == 1 and next(iter(code.values())) is None:
+        code = next(iter(code))  # serde's externally tagged form of a unit variant: {"F32": null}
+    elif not isinstance(code, (str, dict)):
+        raise _json_error(f"invalid type: {_unexpected(code)}, expected string or map (tensor `{name}`)")
     dtype = BY_CODE.get(code) if isinstance(code, str) else None
     if dtype is None:
         raise _json_error(
@@ -159,11 +177,11 @@ def _tensor_entry(name: str, raw: Any) -> tuple[DType, tuple[int, ...], int, int
         )
     shape_raw = fields["shape"]
     if not isinstance(shape_raw, list):
-        raise _json_error(f"invalid type: expected a sequence for shape (tensor `{name}`)")
+        raise _json_error(f"invalid type: {_unexpected(shape_raw)}, expected a sequence (tensor `{name}`, shape)")
     shape = tuple(_usize(d, "shape", name) for d in shape_raw)
     offsets = fields["data_offsets"]
     if not isinstance(offsets, list):
-        raise _json_error(f"invalid type: expected a sequence for data_offsets (tensor `{name}`)")
+        raise _json_error(f"invalid type: {_unexpected(offsets)}, expected a sequence (tensor `{name}`, data_offsets)")
     if len(offsets) != 2:
         raise _json_error(f"invalid length {len(offsets)}, expected 2 elements in sequence (tensor `{name}`, data_offsets)")
     begin = _usize(offsets[0], "data_offsets", name)
@@ -173,7 +191,7 @@ def _tensor_entry(name: str, raw: Any) -> tuple[DType, tuple[int, ...], int, int
 
 def _check_str(value: Any, where: str) -> str:
     if not isinstance(value, str):
-        raise _json_error(f"invalid type: {type(value).__name__}, expected a string ({where})")
+        raise _json_error(f"invalid type: {_unexpected(value)}, expected a string ({where})")
     try:
         value.encode("utf-8")
     except UnicodeEncodeError:
@@ -199,7 +217,7 @@ def parse_header(header: bytes | bytearray | memoryview, file_size: int) -> Head
     except ValueError as e:
         raise _json_error(str(e)) from None
     if not isinstance(raw, dict):
-        raise _json_error(f"invalid type: {type(raw).__name__}, expected struct HashMetadata")
+        raise _json_error(f"invalid type: {_unexpected(raw)}, expected struct HashMetadata")
     if METADATA_KEY in getattr(raw, "duplicates", ()):
         raise _json_error(f"duplicate field `{METADATA_KEY}`")
 
@@ -211,7 +229,7 @@ def parse_header(header: bytes | bytearray | memoryview, file_size: int) -> Head
             if value is None:
                 continue
             if not isinstance(value, dict):
-                raise _json_error(f"invalid type: {type(value).__name__}, expected a map ({METADATA_KEY})")
+                raise _json_error(f"invalid type: {_unexpected(value)}, expected a map ({METADATA_KEY})")
             metadata = {
                 _check_str(k, f"{METADATA_KEY} key"): _check_str(v, f"{METADATA_KEY}[{k!r}]")
                 for k, v in value.items()
