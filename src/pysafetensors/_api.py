@@ -30,6 +30,8 @@ class TensorSpec:
             dims = dims[:-1] + [dims[-1] * 2] if dims else [2]
         if data_len < 0 or data_ptr < 0:
             raise SerializeError(f"data_ptr and data_len must be non-negative, got {data_ptr}, {data_len}")
+        if any(x < 0 for x in dims):
+            raise SerializeError(f"TensorSpec shape must be non-negative, got {list(shape)}")
         self._dtype = d
         self._shape = dims
         self._data_ptr = int(data_ptr)

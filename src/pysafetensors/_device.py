@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from .errors import InvalidDevice
@@ -14,6 +14,12 @@ _ACCELERATORS = ("cuda", "npu", "xpu", "xla", "mlu", "musa", "hpu")
 class Device:
     kind: str  # "cpu", "cuda", "mps", ...
     index: int | None = None
+    # How the caller spelled it, when upstream's messages echo that (a bare int: "Device 0 ...").
+    label: str = field(default="", compare=False)
+
+    @property
+    def shown(self) -> str:
+        return self.label or str(self)
 
     def __str__(self) -> str:
         return self.kind if self.index is None else f"{self.kind}:{self.index}"
@@ -30,7 +36,7 @@ def parse_device(device: Any) -> Device:
     if isinstance(device, int):
         if device < 0:
             raise InvalidDevice(f"device {device} is invalid", device=device)
-        return Device("cuda", device)
+        return Device("cuda", device, label=str(device))
     text = str(device) if not isinstance(device, str) else device
     if not isinstance(device, str) and type(device).__name__ != "device":
         raise InvalidDevice(f"device {device!r} is invalid", device=device)

@@ -58,7 +58,7 @@ def dtype_of(array: np.ndarray, name: str = "") -> DType:
 
 def check_device(device: Device) -> None:
     if not device.is_cpu:
-        raise InvalidDevice(f"Device {device} is not supported for framework numpy", device=str(device))
+        raise InvalidDevice(f"Device {device.shown} is not supported for framework numpy", device=str(device))
 
 
 # --- sub-byte packing ---------------------------------------------------------------------

@@ -113,9 +113,7 @@ def format_index(index: Any) -> str:
 
 
 def _as_int(value: Any) -> int | None:
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
+    if isinstance(value, int):  # bool included: upstream reads True/False as 1/0
         return value
     try:
         import operator
@@ -127,6 +125,8 @@ def _as_int(value: Any) -> int | None:
 
 def plan_slice(shape: tuple[int, ...], dtype: DType, index: Any, *, clamp: bool = False, name: str = "") -> SlicePlan:
     """Normalise ``index`` against ``shape``; raise SliceError with upstream wording."""
+    if isinstance(index, list) and not index:
+        index = slice(0, 0)  # an empty index list selects nothing along axis 0 (as numpy)
     items = index if isinstance(index, tuple) else (index,)
     where = f"Error during slicing {format_index(index)} with shape {list(shape)}"
     for pos, item in enumerate(items):
@@ -161,6 +161,11 @@ def plan_slice(shape: tuple[int, ...], dtype: DType, index: Any, *, clamp: bool 
             else:
                 start = _bound(item.start, 0, size, axis, where, name)
                 stop = _bound(item.stop, size, size, axis, where, name)
+                # Upstream names the start when it is past the end, else the last index asked.
+                if start > size or (start == size and stop > start):
+                    raise _out_of_range(where, start, axis, size, name)
+                if stop > size:
+                    raise _out_of_range(where, stop - 1, axis, size, name)
             count = max(0, -(-(stop - start) // step))
             dims.append((start, count, step, True))
             out_shape.append(count)
@@ -180,18 +185,21 @@ def plan_slice(shape: tuple[int, ...], dtype: DType, index: Any, *, clamp: bool 
     return SlicePlan(tuple(shape), tuple(dims), tuple(out_shape), dtype.bits)
 
 
+def _out_of_range(where: str, index: int, axis: int, size: int, name: str) -> SliceError:
+    return SliceError(
+        f"{where}: index {index} out of bounds for tensor dimension #{axis} of size {size}", tensor=name
+    )
+
+
 def _bound(value: Any, default: int, size: int, axis: int, where: str, name: str) -> int:
+    """A slice bound as an offset in ``[0, inf)``; negative bounds wrap once, as in Python."""
     if value is None:
         return default
     v = _as_int(value)
     if v is None:
         raise SliceError(f"{where}: slice bounds must be integers, got {value!r}", tensor=name)
     if v < 0:
+        if v + size < 0:
+            raise _out_of_range(where, v, axis, size, name)
         v += size
-    if v < 0 or v > size:
-        shown = v if v < 0 else max(v - 1, 0)
-        raise SliceError(
-            f"{where}: index {shown} out of bounds for tensor dimension #{axis} of size {size}",
-            tensor=name,
-        )
     return v
