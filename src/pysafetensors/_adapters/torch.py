@@ -8,7 +8,7 @@ from typing import Any
 
 from .._device import Device
 from .._optional import require
-from ..errors import SerializeError, UnsupportedDtype
+from ..errors import MisalignedSubByte, SerializeError, UnsupportedDtype
 from ..format.dtypes import DType, all_dtypes
 from ..format.slicing import plan_slice
 from ..reader import RawTensor, SafeFile
@@ -137,5 +137,13 @@ def to_write_item(name: str, tensor: Any) -> WriteItem:
     dtype = dtype_of(tensor, name)
     shape = tuple(tensor.shape)
     if dtype.code == "F4":
-        shape = shape[:-1] + (shape[-1] * 2,) if shape else (2,)
+        if not shape:
+            # A 0-d float4_e2m1fn_x2 holds two values that no file shape could give back as 0-d;
+            # upstream refuses it too.
+            raise MisalignedSubByte(
+                "The slice is slicing for subbytes dtypes, and the slice does not end up at a byte "
+                f"boundary, this is invalid. (tensor {name!r}: a 0-d float4_e2m1fn_x2 tensor has no F4 shape)",
+                tensor=name,
+            )
+        shape = shape[:-1] + (shape[-1] * 2,)
     return WriteItem(name, dtype, shape, lambda: tensor_bytes(tensor))
