@@ -35,6 +35,9 @@ class HeaderError(SafetensorError):
     ``prefix + reason`` plus a parenthesised detail when there is one.
     """
 
+    reason: str
+    detail: str | None
+
     def __init__(self, message: str = "", **context: Any) -> None:
         reason = context.pop("reason", message)
         detail = context.pop("detail", None)

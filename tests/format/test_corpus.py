@@ -6,12 +6,11 @@ import importlib.util
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pytest
 
 import pysafetensors
-import pysafetensors.errors as errors
 import pysafetensors.numpy as pnp
+from pysafetensors import errors
 from pysafetensors.errors import HeaderError, SafetensorError
 
 _spec = importlib.util.spec_from_file_location("corpus_cases", Path(__file__).parents[1] / "corpus" / "cases.py")
@@ -78,7 +77,7 @@ def test_accepted_edge_cases_match_upstream(name: str, tmp_path: Path) -> None:
     path.write_bytes(data)
     with st.safe_open(str(path), "np") as f:
         up_keys, up_meta = f.offset_keys(), f.metadata()
-        up = {k: (f.get_tensor(k) if not name.startswith(("f4", "f6")) else None) for k in f.keys()}
+        up = {k: (f.get_tensor(k) if not name.startswith(("f4", "f6")) else None) for k in f.keys()}  # noqa: SIM118 - safe_open is not iterable
     for backend in ("mmap", "pread"):
         with pysafetensors.safe_open(path, "np", backend=backend) as g:
             assert g.offset_keys() == up_keys

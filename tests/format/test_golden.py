@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import struct
 from typing import Any
@@ -19,18 +20,22 @@ GOLDEN: list[tuple[str, dict[str, Any], dict[str, str] | None, bytes]] = [
         "one_f32",
         {"a": np.array([1.0, 2.0], dtype=np.float32)},
         None,
-        b'8\x00\x00\x00\x00\x00\x00\x00{"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}}  '
-        b"\x00\x00\x80?\x00\x00\x00@",
+        (
+            b'8\x00\x00\x00\x00\x00\x00\x00{"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}}  '
+            b"\x00\x00\x80?\x00\x00\x00@"
+        ),
     ),
     (
         "dtype_order_and_metadata",
         {"b": np.array([1, 2], dtype=np.int8), "a": np.array([1], dtype=np.uint64), "c": np.array(True)},
         {"format": "np"},
-        b'\xc8\x00\x00\x00\x00\x00\x00\x00{"__metadata__":{"format":"np"},'
-        b'"a":{"dtype":"U64","shape":[1],"data_offsets":[0,8]},'
-        b'"b":{"dtype":"I8","shape":[2],"data_offsets":[8,10]},'
-        b'"c":{"dtype":"BOOL","shape":[],"data_offsets":[10,11]}}       '
-        b"\x01\x00\x00\x00\x00\x00\x00\x00\x01\x02\x01",
+        (
+            b'\xc8\x00\x00\x00\x00\x00\x00\x00{"__metadata__":{"format":"np"},'
+            b'"a":{"dtype":"U64","shape":[1],"data_offsets":[0,8]},'
+            b'"b":{"dtype":"I8","shape":[2],"data_offsets":[8,10]},'
+            b'"c":{"dtype":"BOOL","shape":[],"data_offsets":[10,11]}}       '
+            b"\x01\x00\x00\x00\x00\x00\x00\x00\x01\x02\x01"
+        ),
     ),
     (
         "non_ascii_name_empty_tensor",
@@ -103,7 +108,7 @@ def test_write_order_is_dtype_rank_then_name() -> None:
     same = plan_layout([("b", by_code("F32"), [1]), ("a", by_code("F32"), [1]), ("B", by_code("F32"), [1])])
     assert [e.name for e in same.entries] == ["B", "a", "b"]
     offsets = [(e.begin, e.end) for e in layout.entries]
-    assert offsets[0][0] == 0 and all(a[1] == b[0] for a, b in zip(offsets, offsets[1:]))
+    assert offsets[0][0] == 0 and all(a[1] == b[0] for a, b in itertools.pairwise(offsets))
 
 
 def test_encode_then_parse_round_trip() -> None:
