@@ -6,6 +6,7 @@ No framework code here: the adapters turn a RawTensor into a numpy array, a torc
 from __future__ import annotations
 
 import mmap
+import os
 import threading
 from dataclasses import dataclass
 from typing import Any, Iterator
@@ -17,6 +18,14 @@ from .format.slicing import SlicePlan
 from .io.sources import supports_view
 
 _BIG_BUFFER = 1 << 20
+_HUGE_PAGE = 2 << 20
+# Parallel reads split into chunks this size: big enough that per-call overhead vanishes,
+# small enough that 2-16 threads stay balanced on a few hundred MiB.
+_READ_CHUNK = 16 << 20
+# A slice with more ranges than this reads its bounding block in one call when that block
+# is at most _BLOCK_SLACK times the bytes needed (fewer syscalls beat a few extra bytes).
+_MANY_RANGES = 64
+_BLOCK_SLACK = 2
 
 
 @dataclass(frozen=True)
@@ -36,10 +45,51 @@ class RawTensor:
 
 
 def alloc(nbytes: int) -> memoryview:
-    """A fresh writable buffer.  Large ones are anonymous maps: no zero-fill pass, page aligned."""
+    """A fresh writable buffer.  Large ones are anonymous maps: no zero-fill pass, page aligned.
+
+    Buffers of 2 MiB and more ask for transparent huge pages: filling 512 MiB then takes
+    256 page faults instead of 131,072 (measured 20-40% faster pread loads, benchmarks/).
+    """
     if nbytes >= _BIG_BUFFER:
-        return memoryview(mmap.mmap(-1, nbytes))
+        m = mmap.mmap(-1, nbytes)
+        if nbytes >= _HUGE_PAGE and hasattr(mmap, "MADV_HUGEPAGE"):
+            try:
+                m.madvise(mmap.MADV_HUGEPAGE)
+            except OSError:
+                pass
+        return memoryview(m)
     return memoryview(bytearray(nbytes))
+
+
+def default_threads() -> int:
+    """The CPUs this process may run on (its affinity mask), at least 1."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
+def parallel_read(source: Any, offset: int, buf: memoryview, threads: int | None = None) -> None:
+    """Fill ``buf`` from ``source`` at ``offset``, with several threads when the source allows.
+
+    ``os.preadv`` releases the GIL, so threads overlap page-cache copies and disk reads.
+    Sources without a ``parallel_safe`` flag (file objects) are read in one call.
+    """
+    n = len(buf)
+    workers = default_threads() if threads is None else max(1, int(threads))
+    if workers == 1 or n <= _READ_CHUNK or not getattr(source, "parallel_safe", False):
+        source.read_into(offset, buf)
+        return
+    from concurrent.futures import ThreadPoolExecutor  # lazily: 7 ms of imports
+
+    starts = range(0, n, _READ_CHUNK)
+
+    def job(start: int) -> None:
+        source.read_into(offset + start, buf[start : start + _READ_CHUNK])
+
+    with ThreadPoolExecutor(max_workers=min(workers, len(starts))) as pool:
+        for _ in pool.map(job, starts):
+            pass  # re-raises the first error
 
 
 def read_header(source: Any) -> Header:
@@ -107,31 +157,78 @@ class SafeFile:
             self._read(self._absolute(info), buf)
         return RawTensor(info.name, info.dtype, info.shape, buf, False, True)
 
-    def raw_all(self) -> Iterator[RawTensor]:
-        """Every tensor in file order.  Non-view sources read the data region in one pass."""
+    def raw_all(self, threads: int | None = None) -> Iterator[RawTensor]:
+        """Every tensor in file order, planned from the header in one go.
+
+        View sources (mmap) hand out zero-copy views after an ``MADV_WILLNEED`` hint for the
+        whole data region, which starts readahead of a cold file at once (no cost when it
+        is cached).  Other sources read the data region into one buffer with ``threads``
+        parallel reads (default: the CPUs available), and every tensor views that buffer.
+        """
         self.check_open()
+        header = self.header
+        total = header.data_size
         if self._zero_copy:
-            for t in self.header.tensors:
-                yield self.raw(t.name)
+            advise = getattr(self.source, "advise", None)
+            if advise is not None and hasattr(mmap, "MADV_WILLNEED"):
+                advise(header.data_start, total, mmap.MADV_WILLNEED)
+            region = self.source.view(header.data_start, total)
+            for t in header.tensors:
+                yield RawTensor(t.name, t.dtype, t.shape, region[t.begin : t.end], True, self._writable_views)
             return
-        total = self.header.data_size
         buf = alloc(total)
         if total:
-            self._read(self.header.data_start, buf)
-        for t in self.header.tensors:
+            self.check_open()
+            parallel_read(self.source, header.data_start, buf, threads)
+        for t in header.tensors:
             yield RawTensor(t.name, t.dtype, t.shape, buf[t.begin : t.end], False, True)
 
     def raw_slice(self, name: str, plan: SlicePlan) -> RawTensor:
-        """Only the bytes a slice needs, gathered into a fresh buffer in result order."""
+        """Only the bytes a slice needs, in result order.
+
+        One contiguous range over a view source is returned as a zero-copy view; otherwise
+        the ranges are gathered into a fresh buffer (see ``_gather``).
+        """
         info = self.info(name)
-        out = alloc(plan.nbytes)
         base = self._absolute(info)
-        pos = 0
-        for begin, end in plan.byte_ranges(name):
-            n = end - begin
-            self._read(base + begin, out[pos : pos + n])
-            pos += n
+        ranges = list(plan.byte_ranges(name))
+        if self._zero_copy and len(ranges) == 1:
+            begin, end = ranges[0]
+            data = self.source.view(base + begin, end - begin)
+            return RawTensor(info.name, info.dtype, plan.shape, data, True, self._writable_views)
+        out = alloc(plan.nbytes)
+        self._gather(base, ranges, out)
         return RawTensor(info.name, info.dtype, plan.shape, out, False, True)
+
+    def _gather(self, base: int, ranges: list[tuple[int, int]], out: memoryview) -> None:
+        """Copy byte ranges (relative to ``base``) into ``out`` back to back.
+
+        View sources copy straight from the map.  Others issue one read per range, except
+        for many ranges packed close together: one read of their bounding block (at most
+        ``_BLOCK_SLACK`` times the needed bytes) replaces thousands of small reads.
+        """
+        if not ranges:
+            return
+        needed = len(out)
+        lo, hi = min(b for b, _ in ranges), max(e for _, e in ranges)
+        if self._zero_copy:
+            self.check_open()
+            block = self.source.view(base + lo, hi - lo) if hi > lo else memoryview(b"")
+        elif len(ranges) > _MANY_RANGES and lo <= hi and hi - lo <= _BLOCK_SLACK * needed:
+            block = alloc(hi - lo)
+            self._read(base + lo, block)
+        else:
+            pos = 0
+            for begin, end in ranges:
+                n = end - begin
+                self._read(base + begin, out[pos : pos + n])
+                pos += n
+            return
+        pos = 0
+        for begin, end in ranges:
+            n = end - begin
+            out[pos : pos + n] = block[begin - lo : end - lo]
+            pos += n
 
     def _read(self, offset: int, buf: memoryview) -> None:
         if self._closed:

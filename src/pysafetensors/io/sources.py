@@ -100,6 +100,8 @@ class MmapSource:
 class PreadSource:
     """Reads with os.preadv into fresh buffers; safe to use from many threads at once."""
 
+    parallel_safe = True  # read_into may run in several threads at once (preadv drops the GIL)
+
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.name = os.fspath(path)
         self._fd = _open_fd(path)

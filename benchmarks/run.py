@@ -1,0 +1,211 @@
+"""Benchmark pysafetensors against upstream safetensors, in the same run.
+
+    python benchmarks/run.py                  # issue-sized workloads (512 MiB files...)
+    python benchmarks/run.py --quick          # tiny smoke run (seconds)
+    python benchmarks/run.py -w load_torch -n 7
+
+Every sample is a fresh process (``worker.py``); the two implementations alternate sample by
+sample so background load hits both alike.  Reports the median seconds of each, the ratio
+ours/upstream, the peak RSS of the sample processes (``os.wait4`` rusage, from the OS) and
+workload facts (RSS growth while saving, bytes read from disk for a slice).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+WORKER = os.path.join(HERE, "worker.py")
+IMPLS = ("upstream", "ours")
+MiB = 1 << 20
+
+
+@dataclass
+class Workload:
+    key: str
+    title: str
+    worker: str
+    args: dict[str, Any]
+    cold: bool = False  # evict the file from the page cache before each sample
+    target: float = 0.8
+    samples: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+
+
+def _make_file(path: str, tensors: dict[str, tuple[str, list[int]]]) -> None:
+    """Write a benchmark file with upstream (so neither side reads its own output)."""
+    import numpy as np
+    from safetensors.numpy import save_file
+
+    rng = np.random.default_rng(0)
+    arrays = {}
+    for name, (dtype, shape) in tensors.items():
+        n = int(np.prod(shape)) if shape else 1
+        arrays[name] = rng.integers(0, 255, size=n * np.dtype(dtype).itemsize, dtype=np.uint8).view(dtype).reshape(shape)
+    save_file(arrays, path, metadata={"format": "pt"})
+
+
+def _ensure(path: str, tensors: dict[str, tuple[str, list[int]]]) -> str:
+    if not os.path.exists(path):
+        # In a child process: the parent stays small, so forked samples start small too.
+        code = f"import sys; sys.path.insert(0, {HERE!r}); import run; run._make_file({path!r}, {tensors!r})"
+        subprocess.run([sys.executable, "-c", code], check=True)
+    return path
+
+
+def _ensure_many(path: str, count: int) -> str:
+    """A file with ``count`` tiny tensors, written straight as bytes (fast to build)."""
+    if os.path.exists(path):
+        return path
+    header: dict[str, Any] = {"__metadata__": {"format": "pt"}}
+    names = sorted(f"model.layers.{i}.weight" for i in range(count))
+    for i, name in enumerate(names):
+        header[name] = {"dtype": "F32", "shape": [2], "data_offsets": [8 * i, 8 * i + 8]}
+    body = json.dumps(header, separators=(",", ":")).encode()
+    body += b" " * ((8 - (8 + len(body)) % 8) % 8)
+    with open(path, "wb") as f:
+        f.write(len(body).to_bytes(8, "little") + body + bytes(8 * count))
+    return path
+
+
+def _evict(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    finally:
+        os.close(fd)
+
+
+def workloads(data: str, quick: bool) -> list[Workload]:
+    scale = 1 if not quick else 64  # quick: 8 MiB instead of 512 MiB
+    big = _ensure(
+        os.path.join(data, f"big-{512 // scale}m.safetensors"),
+        {f"layer{i:02d}.weight": ("float32", [2048 // scale, 2048]) for i in range(32)},
+    )
+    rng = random.Random(0)
+    small_sizes = [rng.choice([4, 16, 64, 256]) * 1024 for _ in range(2000 // (1 if not quick else 10))]
+    small = _ensure(
+        os.path.join(data, f"small-{len(small_sizes)}.safetensors"),
+        {f"lora.{i:04d}.weight": ("float32", [n // 4]) for i, n in enumerate(small_sizes)},
+    )
+    many = _ensure_many(os.path.join(data, f"many-{100_000 // scale}.safetensors"), 100_000 // scale)
+    rows = 262_144 // scale  # 1 GiB of F32 rows of 1024
+    huge = _ensure(os.path.join(data, f"slice-{1024 // scale}m.safetensors"), {"w": ("float32", [rows, 1024])})
+    big_sizes = [16 * MiB // scale] * 32
+    out = os.path.join(data, "out.safetensors")
+    return [
+        Workload("1", "torch load_file + touch every page, 512 MiB, 32 F32", "load_torch", {"path": big}),
+        Workload("2", "numpy load_file + touch every page, same file", "load_numpy", {"path": big}),
+        Workload("3", "torch save_file, same tensors (peak RSS growth)", "save_torch", {"sizes": big_sizes, "out": out}),
+        Workload("4a", "2,000 small tensors (4-256 KiB): load + touch", "load_small", {"path": small}),
+        Workload("4b", "2,000 small tensors (4-256 KiB): save", "save_small", {"sizes": small_sizes, "out": out}),
+        Workload("5", "open + keys() + metadata(), 100,000 tensors", "open_many", {"path": many}, target=1.5),
+        Workload("6", "get_slice 64 rows of a 1 GiB tensor, cold cache", "slice", {"path": huge, "rows": 64, "start": rows // 2}, cold=True),
+        Workload("7", "torch load_file backend=pread + touch, 512 MiB", "load_pread", {"path": big, "backend": "pread"}),
+        Workload("8", "workload 1 with the file evicted (cold cache)", "load_torch_cold", {"path": big}, cold=True),
+    ]
+
+
+def sample(w: Workload, impl: str) -> dict[str, Any]:
+    if w.cold:
+        _evict(w.args["path"])
+    if w.worker.startswith("save"):
+        os.sync()  # no dirty pages left from the previous sample to throttle this one
+    env = dict(os.environ, PYTHONHASHSEED="0")
+    with tempfile.TemporaryFile() as errf:
+        proc = subprocess.Popen(
+            [sys.executable, WORKER, w.worker, impl, json.dumps(w.args)],
+            stdout=subprocess.PIPE,
+            stderr=errf,
+            env=env,
+        )
+        assert proc.stdout is not None
+        out = proc.stdout.read()
+        proc.stdout.close()
+        # wait4 (not Popen.wait) so the kernel hands us this child's own rusage: its peak RSS.
+        _, status, usage = os.wait4(proc.pid, 0)
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        if proc.returncode:
+            errf.seek(0)
+            raise SystemExit(f"workload {w.key} ({impl}) failed:\n{errf.read().decode()}")
+    result: dict[str, Any] = json.loads(out.decode().strip().splitlines()[-1])
+    # ru_maxrss from wait4 as well: on Linux it can include the parent's RSS at fork time,
+    # so the table shows the child's own VmHWM (peak_rss_mib).
+    result["wait4_maxrss_mib"] = usage.ru_maxrss / 1024
+    return result
+
+
+def median(values: list[float]) -> float:
+    return statistics.median(values) if values else float("nan")
+
+
+def report(ws: list[Workload]) -> str:
+    lines = [
+        "| # | workload | upstream s | ours s | ours/upstream | target | extra |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for w in ws:
+        up = median([s["seconds"] for s in w.samples["upstream"]])
+        ours = median([s["seconds"] for s in w.samples["ours"]])
+        ratio = ours / up if up else float("nan")
+        extra = []
+        for key in ("extra_peak_mib", "disk_read_kib", "rchar_kib", "peak_rss_mib"):
+            if key in w.samples["ours"][0]:
+                u = median([s[key] for s in w.samples["upstream"]])
+                o = median([s[key] for s in w.samples["ours"]])
+                extra.append(f"{key}: upstream {u:.0f}, ours {o:.0f}")
+        ok = "ok" if ratio <= w.target else "MISSED"
+        lines.append(
+            f"| {w.key} | {w.title} | {up:.4f} | {ours:.4f} | **{ratio:.2f}x** | <= {w.target}x {ok} | {'; '.join(extra)} |"
+        )
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--quick", action="store_true", help="tiny files, 1 sample each: a smoke run")
+    p.add_argument("-n", "--samples", type=int, default=None, help="samples per implementation (default 5; quick 1)")
+    p.add_argument("-w", "--workload", action="append", help="run only these workload keys (1, 2, 4a, ...)")
+    p.add_argument("--data", default=os.environ.get("BENCH_DATA", os.path.join(os.path.dirname(HERE), "bench-data")))
+    p.add_argument("--json", dest="json_out", help="also write every sample to this JSON file")
+    opts = p.parse_args(argv)
+    samples = opts.samples or (1 if opts.quick else 5)
+    os.makedirs(opts.data, exist_ok=True)
+    started = time.time()
+    ws = workloads(opts.data, opts.quick)
+    if opts.workload:
+        ws = [w for w in ws if w.key in opts.workload]
+    for w in ws:
+        w.samples = {impl: [] for impl in IMPLS}
+        for i in range(samples):
+            # Alternate which implementation goes first, so neither always runs warmer.
+            order = IMPLS if i % 2 == 0 else IMPLS[::-1]
+            for impl in order:
+                w.samples[impl].append(sample(w, impl))
+        print(f"workload {w.key} done", file=sys.stderr)
+    load = os.getloadavg()
+    print(
+        f"machine: {platform.machine()}, {os.cpu_count()} CPUs, python {platform.python_version()}, "
+        f"load average before/after run: {load[2]:.2f}/{load[0]:.2f}; "
+        f"{samples} samples each; {time.time() - started:.0f} s total"
+    )
+    print(report(ws))
+    if opts.json_out:
+        with open(opts.json_out, "w") as f:
+            json.dump({w.key: w.samples for w in ws}, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
