@@ -438,7 +438,9 @@ def _fast_header(text: str, n: int, file_size: int) -> Header | None:
                 return None
             metadata = value
             continue
-        if type(value) is not dict:
+        # Exactly the three fields: extra fields may hold what serde rejects (deep nesting,
+        # out-of-range numbers), which only the careful path checks.
+        if type(value) is not dict or len(value) != 3:
             return None
         try:
             code, shape, offsets = value["dtype"], value["shape"], value["data_offsets"]
@@ -465,7 +467,25 @@ def _fast_header(text: str, n: int, file_size: int) -> Header | None:
         append(info)
     if expected + N_LEN + n != file_size:
         return None
+    if metadata is not None and not _metadata_exact(text):
+        return None
     return Header(tuple(tensors), metadata, n)
+
+
+def _metadata_exact(text: str) -> bool:
+    """Re-read just the ``__metadata__`` object with hooks: a duplicated key whose replaced
+    value is not a string is an error for serde that plain json.loads would hide."""
+    # The key occurs once (checked by the caller) and, as a whole token, only as the key:
+    # inside a JSON string its quotes would be escaped.
+    at = text.index(f'"{METADATA_KEY}"') + len(METADATA_KEY) + 2
+    at = text.index(":", at) + 1
+    while text[at] in " \t\n\r":
+        at += 1
+    try:
+        value, _ = json.JSONDecoder(object_pairs_hook=_pairs_hook).raw_decode(text, at)
+    except ValueError:
+        return False
+    return all(type(v) is str for v in value.replaced)
 
 
 def _validate(entries: list[_Entry], metadata: dict[str, str] | None, n: int, file_size: int) -> Header:
