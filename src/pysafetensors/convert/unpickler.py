@@ -234,6 +234,12 @@ class RestrictedUnpickler(_PyUnpickler):
     def _refuse_opcode(self) -> None:
         raise self._unsafe(f"opcode {self._op}")
 
+    def _refuse_inst(self) -> None:
+        # INST names its class inline: read the name so the error can say what was asked for.
+        module = self.readline()[:-1].decode("ascii", "replace")
+        name = self.readline()[:-1].decode("ascii", "replace")
+        raise self._unsafe(f"opcode INST of {module}.{name!r}", f"{module}.{name}")
+
     def load_append(self) -> None:
         value = self.stack.pop()
         target = self.stack[-1]
@@ -288,7 +294,8 @@ _D[pickle.APPENDS[0]] = RestrictedUnpickler.load_appends
 _D[pickle.SETITEM[0]] = RestrictedUnpickler.load_setitem
 _D[pickle.SETITEMS[0]] = RestrictedUnpickler.load_setitems
 _D[pickle.ADDITEMS[0]] = RestrictedUnpickler.load_additems
-for _op in (pickle.INST, pickle.OBJ, pickle.EXT1, pickle.EXT2, pickle.EXT4):
+_D[pickle.INST[0]] = RestrictedUnpickler._refuse_inst
+for _op in (pickle.OBJ, pickle.EXT1, pickle.EXT2, pickle.EXT4):
     _D[_op[0]] = RestrictedUnpickler._refuse_opcode
 # The base class binds these two to its own find_class/persistent_load through self, so they
 # already go through the methods above; listed here so a reader sees every code-reaching opcode.

@@ -28,7 +28,7 @@ LEGACY_TYPED = {"bool", "uint8", "int8", "int16", "int32", "int64", "float16", "
                 "float32", "float64", "complex64"}
 
 
-def random_tensor(dtype_name: str, shape: tuple[int, ...], seed: int = 0) -> "torch.Tensor":
+def random_tensor(dtype_name: str, shape: tuple[int, ...], seed: int = 0) -> torch.Tensor:
     """Arbitrary bit patterns (NaNs included) of any dtype: bytes viewed as that dtype."""
     dtype = getattr(torch, dtype_name)
     n = 1
