@@ -244,3 +244,41 @@ def test_not_a_checkpoint(tmp_path):
     (tmp_path / "empty.pt").write_bytes(b"")
     with pytest.raises(CorruptCheckpoint, match="empty"):
         convert_file(tmp_path / "empty.pt", tmp_path / "out.safetensors")
+
+
+@pytest.mark.parametrize("legacy", [False, True], ids=["zip", "legacy"])
+def test_mutated_checkpoints_fail_only_with_safetensor_errors(tmp_path, legacy):
+    """Random byte flips in the pickle: converted or refused with a SafetensorError, never
+    another exception, and never code execution (no global outside the allowlist resolves)."""
+    import random
+
+    from pysafetensors.errors import SafetensorError
+
+    sd = {"a": torch.randn(2, 3), "b": torch.arange(4)[1:3], "n": {"x": torch.ones(2, dtype=torch.bfloat16)},
+          "e": 3, "f8": torch.zeros(3, dtype=torch.float8_e4m3fn)}
+    src = tmp_path / "f.pt"
+    torch.save(sd, src, _use_new_zipfile_serialization=not legacy)
+    original = src.read_bytes()
+    pkl = entry(str(src), "/data.pkl") if not legacy else b""
+    rng = random.Random(7)
+    bad = tmp_path / "m.pt"
+    outcomes = set()
+    for _ in range(150):
+        if legacy:
+            data = bytearray(original)
+            limit = min(len(data), 700)  # the pickles, not the raw storage bytes
+        else:
+            data = bytearray(pkl)
+            limit = len(data)
+        for _ in range(rng.randint(1, 4)):
+            data[rng.randrange(limit)] = rng.randrange(256)
+        if legacy:
+            bad.write_bytes(bytes(data))
+        else:
+            replace_entry(str(src), str(bad), "/data.pkl", bytes(data))
+        try:
+            convert_file(bad, tmp_path / "m.safetensors")
+            outcomes.add("ok")
+        except SafetensorError as e:
+            outcomes.add(type(e).__name__)
+    assert "CorruptCheckpoint" in outcomes

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import zipfile
 from collections import OrderedDict
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -226,3 +227,23 @@ def test_user_metadata_and_refusing_to_overwrite_source(tmp_path):
     with pytest.raises(ConversionError, match="overwrite the source"):
         convert_file(src, src)
     assert torch_facts(torch.load(src, weights_only=True)["w"])[0] == "F32"  # untouched
+
+
+def test_verification_catches_a_corrupted_write(tmp_path, monkeypatch):
+    from pysafetensors.convert import api
+
+    real_write = api.write_file
+
+    def corrupting_write(items, path, metadata=None):
+        real_write(items, path, metadata=metadata)
+        target = Path(path)
+        data = bytearray(target.read_bytes())
+        data[-1] ^= 0xFF  # flip the last data byte
+        target.write_bytes(bytes(data))
+
+    monkeypatch.setattr(api, "write_file", corrupting_write)
+    src = save({"w": torch.randn(8)}, tmp_path / "w.pt")
+    with pytest.raises(VerificationFailed, match="differ") as info:
+        convert_file(src, tmp_path / "w.safetensors")
+    assert info.value.report.findings == ["w: written bytes differ from the source"]
+    assert not (tmp_path / "w.safetensors").exists()  # a mismatching file is not left behind
