@@ -282,3 +282,11 @@ def test_mutated_checkpoints_fail_only_with_safetensor_errors(tmp_path, legacy):
         except SafetensorError as e:
             outcomes.add(type(e).__name__)
     assert "CorruptCheckpoint" in outcomes
+
+
+def test_expansion_bomb_is_refused_before_writing(tmp_path):
+    # one float viewed with stride 0 as 2**40 elements: 4 TB from a few hundred bytes
+    src = forged(tmp_path, 0, (2**40,), (0,), numel=1)
+    with pytest.raises(CorruptCheckpoint, match="expand"):
+        convert_file(src, tmp_path / "bomb.safetensors", verify=False)
+    assert not (tmp_path / "bomb.safetensors").exists()

@@ -247,3 +247,13 @@ def test_verification_catches_a_corrupted_write(tmp_path, monkeypatch):
         convert_file(src, tmp_path / "w.safetensors")
     assert info.value.report.findings == ["w: written bytes differ from the source"]
     assert not (tmp_path / "w.safetensors").exists()  # a mismatching file is not left behind
+
+
+@pytest.mark.parametrize("protocol", [1, 4, 5])
+def test_other_pickle_protocols(tmp_path, protocol):
+    sd = {"w": torch.randn(3, 3), "big": torch.arange(70000, dtype=torch.int32), "meta": {"k": "v" * 70000}}
+    for legacy in (False, True):
+        src = str(tmp_path / f"p{legacy}.pt")
+        torch.save(sd, src, pickle_protocol=protocol, _use_new_zipfile_serialization=not legacy)
+        convert_file(src, tmp_path / "p.safetensors")
+        assert_same_tensors(str(tmp_path / "p.safetensors"), {"w": sd["w"], "big": sd["big"]})

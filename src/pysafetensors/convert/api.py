@@ -23,6 +23,10 @@ from .tree import drop_tied, flatten, is_leaf, select
 # Output tensor bytes may exceed the source's storage bytes by at most this fraction
 # (upstream's convert.py check): more means views were expanded into copies.
 SIZE_TOLERANCE = 0.01
+# Stride-0 and overlapping views let a tiny pickle describe terabytes: refuse before writing
+# when the output would exceed the source storages by this factor (plus a small allowance).
+EXPANSION_LIMIT = 64
+EXPANSION_ALLOWANCE = 64 << 20
 
 
 @dataclass
@@ -144,6 +148,15 @@ def convert_file(
             source_bytes=checkpoint.storage_bytes(list(tensors.values())),
             removed=removed, skipped=skipped, metadata=out_meta,
         )
+        limit = report.source_bytes * EXPANSION_LIMIT + EXPANSION_ALLOWANCE
+        if report.tensor_bytes > limit:
+            raise CorruptCheckpoint(
+                f"{src}: the tensors would expand {report.source_bytes:,} bytes of storage into "
+                f"{report.tensor_bytes:,} bytes (over {EXPANSION_LIMIT}x): refusing to write "
+                "(stride-0 or overlapping views?)",
+                tensor_bytes=report.tensor_bytes,
+                source_bytes=report.source_bytes,
+            )
         items = [WriteItem(name, t.dtype, t.out_shape, t.read) for name, t in kept.items()]
         write_file(items, dst, metadata=out_meta or None)
         if verify:

@@ -18,8 +18,9 @@ def _is_leaf(obj: Any) -> bool:
 
 def _children(obj: Any) -> list[tuple[str, Any]] | None:
     if isinstance(obj, dict):
-        return [(k if isinstance(k, str) else str(k), v) for k, v in obj.items()
-                if isinstance(k, (str, int)) and not isinstance(k, bool)]
+        # str and int keys name children; any other key (a tuple...) is kept visible by repr
+        return [(k if isinstance(k, str) else str(k) if isinstance(k, int) else repr(k), v)
+                for k, v in obj.items()]
     if isinstance(obj, (list, tuple)) and not isinstance(obj, TorchSize):
         return [(str(i), v) for i, v in enumerate(obj)]
     return None
