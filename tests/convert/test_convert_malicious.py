@@ -125,7 +125,7 @@ def test_forged_record_that_is_valid_converts(tmp_path):
 ], ids=["offset", "size", "stride", "huge", "negative", "negative-stride", "numel"])
 def test_out_of_range_storage_is_refused(tmp_path, offset, size, stride, numel):
     src = forged(tmp_path, offset, size, stride, numel)
-    with pytest.raises(CorruptCheckpoint):
+    with pytest.raises(CorruptCheckpoint, match=r"byte \d+"):
         convert_file(src, tmp_path / "out.safetensors")
     assert not (tmp_path / "out.safetensors").exists()
 
@@ -192,7 +192,7 @@ def test_quantized_and_sparse_are_refused_clearly(tmp_path):
 def test_torchscript_archive_is_refused(tmp_path):
     scripted = torch.jit.script(torch.nn.Linear(2, 2))
     torch.jit.save(scripted, tmp_path / "ts.pt")
-    with pytest.raises((UnsupportedCheckpoint, UnsafePickle)):
+    with pytest.raises(UnsupportedCheckpoint, match="TorchScript"):
         convert_file(tmp_path / "ts.pt", tmp_path / "out.safetensors")
 
 

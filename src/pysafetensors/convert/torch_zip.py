@@ -22,11 +22,11 @@ _LOCAL_HEADER = struct.Struct("<4s22xHH")  # signature, ..., name length, extra 
 
 
 def _find_pickle(names: list[str], label: str) -> str:
+    if any(n.endswith("/constants.pkl") or "/code/" in n for n in names):
+        raise UnsupportedCheckpoint(f"{label}: a TorchScript archive (torch.jit.save), not a torch.save checkpoint")
     found = [n for n in names if n.endswith("/data.pkl") and n.count("/") == 1]
     if len(found) == 1:
         return found[0]
-    if any(n.endswith("constants.pkl") or "/code/" in n for n in names):
-        raise UnsupportedCheckpoint(f"{label}: a TorchScript archive (torch.jit.save), not a torch.save checkpoint")
     if not found:
         raise CorruptCheckpoint(f"{label}: zip archive has no <archive>/data.pkl; not a torch.save checkpoint")
     raise CorruptCheckpoint(f"{label}: zip archive has several data.pkl entries: {found}")

@@ -143,7 +143,11 @@ class RestrictedUnpickler(_PyUnpickler):
                 handler(self)
         except pickle._Stop as stop:  # type: ignore[attr-defined]
             return stop.value
-        except SafetensorError:
+        except SafetensorError as e:
+            if "position" not in e.__dict__:
+                # raised by a stand-in (a bad tensor record): say where in the pickle it was
+                e.position = self._op_pos
+                e.args = (f"{self._where}, pickle byte {self._op_pos}: {e}", *e.args[1:])
             raise
         except (EOFError, pickle.UnpicklingError, ValueError, TypeError, IndexError, KeyError,
                 AttributeError, OverflowError, MemoryError, RecursionError, UnicodeDecodeError) as e:
