@@ -146,7 +146,7 @@ class RestrictedUnpickler(_PyUnpickler):
         except SafetensorError as e:
             if "position" not in e.__dict__:
                 # raised by a stand-in (a bad tensor record): say where in the pickle it was
-                e.position = self._op_pos
+                e.__dict__["position"] = self._op_pos
                 e.args = (f"{self._where}, pickle byte {self._op_pos}: {e}", *e.args[1:])
             raise
         except (EOFError, pickle.UnpicklingError, ValueError, TypeError, IndexError, KeyError,
