@@ -257,3 +257,44 @@ def test_other_pickle_protocols(tmp_path, protocol):
         torch.save(sd, src, pickle_protocol=protocol, _use_new_zipfile_serialization=not legacy)
         convert_file(src, tmp_path / "p.safetensors")
         assert_same_tensors(str(tmp_path / "p.safetensors"), {"w": sd["w"], "big": sd["big"]})
+
+
+def _legacy_file(path, view, size):
+    """A legacy checkpoint by hand: one float storage of 6 elements, seen through a storage view."""
+    import io
+    import pickle
+    import struct
+
+    class Placeholder:
+        pass
+
+    storage = Placeholder()
+
+    class T:
+        def __reduce__(self):
+            return torch._utils._rebuild_tensor_v2, (storage, 0, (size,), (1,), False, OrderedDict())
+
+    class P(pickle.Pickler):
+        def persistent_id(self, o):
+            if o is storage:
+                return ("storage", torch.FloatStorage, "0", "cpu", 6, view)
+            return None
+
+    buf = io.BytesIO()
+    for header in (0x1950A86A20F9469CFC6C, 1001, {"protocol_version": 1001, "little_endian": True}):
+        pickle.dump(header, buf, protocol=2)
+    P(buf, protocol=2).dump({"w": T()})
+    pickle.dump(["0"], buf, protocol=2)
+    buf.write(struct.pack("<q", 6) + np.arange(6, dtype="<f4").tobytes())
+    path.write_bytes(buf.getvalue())
+    return str(path)
+
+
+def test_legacy_storage_views(tmp_path):
+    src = _legacy_file(tmp_path / "view.pt", ("view-key", 2, 3), 3)
+    convert_file(src, tmp_path / "view.safetensors")
+    assert_same_tensors(str(tmp_path / "view.safetensors"), {"w": torch.tensor([2.0, 3.0, 4.0])})
+    with pytest.raises(ConversionError, match="outside storage"):
+        convert_file(_legacy_file(tmp_path / "bad.pt", ("view-key", 4, 3), 3), tmp_path / "bad.safetensors")
+    with pytest.raises(ConversionError, match="reaches element"):
+        convert_file(_legacy_file(tmp_path / "bad2.pt", ("view-key", 2, 3), 4), tmp_path / "bad.safetensors")
