@@ -163,3 +163,31 @@ class MissingDependency(ImportError):
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (type(self), (self.module, self.extra))
+
+
+# --- checkpoint conversion (pysafetensors.convert) ---------------------------------------
+
+
+class ConversionError(SafetensorError):
+    """A checkpoint or numpy file could not be converted to safetensors."""
+
+
+class UnsafePickle(ConversionError):
+    """The pickle asks for a global or an operation outside the conversion allowlist.
+
+    ``global_name`` names the offending global (when there is one) and ``position`` is the
+    byte position of the opcode in the file or archive entry.
+    """
+
+
+class UnsupportedCheckpoint(ConversionError, ValueError):
+    """Well-formed input holding something safetensors cannot represent (quantized or sparse
+    tensors, TorchScript archives, the pre-1.0 tar format, object arrays...)."""
+
+
+class CorruptCheckpoint(ConversionError, ValueError):
+    """A truncated or malformed archive, pickle or storage (offsets outside the storage...)."""
+
+
+class VerificationFailed(ConversionError):
+    """The written file does not match its source; ``report`` holds the findings."""

@@ -1,0 +1,124 @@
+"""Read the legacy (non-zip) ``torch.save`` format, ``_use_new_zipfile_serialization=False``.
+
+Layout (torch/serialization.py ``_legacy_save``): five pickles back to back — magic number,
+protocol version, sys_info, the object itself, the sorted list of storage keys — then, for each
+key in that order, an 8-byte little-endian element count followed by the storage's bytes
+(always little-endian).  Persistent ids are ``('storage', type, root_key, location, numel,
+view_metadata)``, where view_metadata ``(view_key, offset, size)`` marks a storage view.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Any, BinaryIO
+
+import numpy as np
+
+from ..errors import CorruptCheckpoint, UnsafePickle, UnsupportedDtype
+from .checkpoint import Checkpoint, MappedFile
+from .torch_objects import ALLOWLIST, REFUSED, Storage, StorageType, TorchDType, storage_bytes_of
+from .unpickler import restricted_load
+
+MAGIC_NUMBER = 0x1950A86A20F9469CFC6C
+PROTOCOL_VERSION = 1001
+
+
+class _LegacyStorages:
+    """persistent_load for the legacy format; byte offsets are filled in after the main pickle."""
+
+    def __init__(self, mapped: MappedFile, label: str) -> None:
+        self._mapped = mapped
+        self._label = label
+        self.roots: dict[str, tuple[TorchDType, int]] = {}  # key -> (dtype, numel)
+        self.offsets: dict[str, int] = {}  # key -> file offset of its bytes
+        self.views: list[Storage] = []
+
+    def _fetch(self, key: str) -> np.ndarray:
+        torch_dtype, numel = self.roots[key]
+        assert torch_dtype.dtype is not None
+        nbytes = numel * torch_dtype.dtype.itemsize
+        return self._mapped.view(self.offsets[key], nbytes, f"storage {key!r}")
+
+    def __call__(self, pid: Any) -> Storage:
+        if isinstance(pid, tuple) and pid and pid[0] in ("module", b"module"):
+            raise UnsafePickle(
+                f"{self._label}: refusing a pickled nn.Module class reference {pid[1:2]!r}; save a "
+                "state_dict instead",
+                global_name=repr(pid[1:2]),
+            )
+        if not isinstance(pid, tuple) or len(pid) != 6 or pid[0] not in ("storage", b"storage"):
+            raise CorruptCheckpoint(f"{self._label}: unexpected persistent id {pid!r}")
+        _, stype, key, _location, numel, view = pid
+        if not isinstance(stype, StorageType) or not isinstance(key, str) or not isinstance(numel, int) or numel < 0:
+            raise CorruptCheckpoint(f"{self._label}: malformed storage reference {pid!r}")
+        torch_dtype = stype.torch_dtype
+        if torch_dtype.dtype is None:
+            # Without an element size the storages after this one cannot be located.
+            raise UnsupportedDtype(
+                f"{self._label}: storage {key!r} holds torch.{torch_dtype.name}, which has no "
+                "safetensors equivalent",
+                dtype=torch_dtype.name,
+            )
+        item = torch_dtype.dtype.itemsize
+        root_numel = self.roots.setdefault(key, (torch_dtype, numel))[1]
+        byte_offset, nbytes = 0, root_numel * item
+        if view is not None:
+            if not (isinstance(view, tuple) and len(view) == 3 and all(isinstance(v, int) for v in view[1:])):
+                raise CorruptCheckpoint(f"{self._label}: malformed storage view {view!r}")
+            _, offset, size = view
+            byte_offset, nbytes = offset * item, size * item
+            if offset < 0 or size < 0 or offset + size > root_numel:
+                raise CorruptCheckpoint(
+                    f"{self._label}: storage view [{offset}, {offset + size}) lies outside storage "
+                    f"{key!r} of {root_numel} elements",
+                    storage=key,
+                )
+        return Storage(key, byte_offset, nbytes, root_numel * item, torch_dtype, "little",
+                       lambda: self._fetch(key))
+
+    def locate(self, fileobj: BinaryIO, keys: Any) -> None:
+        """Walk the storage records after the keys pickle, checking each count against its use."""
+        if not isinstance(keys, list) or not all(isinstance(k, str) for k in keys):
+            raise CorruptCheckpoint(f"{self._label}: the storage key list is malformed: {keys!r}")
+        pos = fileobj.tell()
+        for key in keys:
+            if key not in self.roots:
+                raise CorruptCheckpoint(f"{self._label}: storage {key!r} is listed but never used")
+            torch_dtype, numel = self.roots[key]
+            assert torch_dtype.dtype is not None
+            (count,) = struct.unpack("<q", self._mapped.view(pos, 8, f"size of storage {key!r}").tobytes())
+            if count != numel:
+                raise CorruptCheckpoint(
+                    f"{self._label}: storage {key!r} has {count} elements on disk, {numel} in the pickle",
+                    storage=key,
+                )
+            self.offsets[key] = pos + 8
+            pos += 8 + numel * torch_dtype.dtype.itemsize
+            self._mapped.view(self.offsets[key], numel * torch_dtype.dtype.itemsize, f"storage {key!r}")
+        missing = sorted(set(self.roots) - set(self.offsets))
+        if missing:
+            raise CorruptCheckpoint(f"{self._label}: storages {missing} are used but not in the file")
+
+
+def load_torch_legacy(fileobj: BinaryIO, label: str) -> Checkpoint:
+    """Unpickle a legacy checkpoint through the allowlist and locate each storage's bytes."""
+    mapped = MappedFile(fileobj, label)
+    try:
+        fileobj.seek(0)
+        magic = restricted_load(fileobj, allowlist={}, where=f"{label} (magic number)")
+        if magic != MAGIC_NUMBER:
+            raise CorruptCheckpoint(f"{label}: not a torch checkpoint (magic number {magic!r})")
+        protocol = restricted_load(fileobj, allowlist={}, where=f"{label} (protocol version)")
+        if protocol != PROTOCOL_VERSION:
+            raise CorruptCheckpoint(f"{label}: unknown legacy protocol version {protocol!r}")
+        restricted_load(fileobj, allowlist={}, where=f"{label} (sys_info)")
+        storages = _LegacyStorages(mapped, label)
+        tree = restricted_load(
+            fileobj, allowlist=ALLOWLIST, refused=REFUSED, persistent_load=storages, where=label
+        )
+        keys = restricted_load(fileobj, allowlist={}, where=f"{label} (storage keys)")
+        storages.locate(fileobj, keys)
+    except BaseException:
+        mapped.close()
+        raise
+    return Checkpoint("torch-legacy", tree, "pt", storage_bytes_of, [mapped.close])

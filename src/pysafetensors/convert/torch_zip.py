@@ -1,0 +1,123 @@
+"""Read a ``torch.save`` zip checkpoint: ``<archive>/data.pkl`` plus one entry per storage.
+
+Storage entries are stored uncompressed (torch aligns them to 64 bytes), so their bytes are
+viewed straight out of a read-only map of the file; a compressed entry (a re-zipped
+checkpoint) is decompressed into memory instead.
+"""
+
+from __future__ import annotations
+
+import struct
+import zipfile
+from typing import Any, BinaryIO
+
+import numpy as np
+
+from ..errors import CorruptCheckpoint, UnsupportedCheckpoint
+from .checkpoint import Checkpoint, MappedFile
+from .torch_objects import ALLOWLIST, REFUSED, Storage, StorageType, storage_bytes_of
+from .unpickler import restricted_load
+
+_LOCAL_HEADER = struct.Struct("<4s22xHH")  # signature, ..., name length, extra length
+
+
+def _find_pickle(names: list[str], label: str) -> str:
+    if any(n.endswith("/constants.pkl") or "/code/" in n for n in names):
+        raise UnsupportedCheckpoint(f"{label}: a TorchScript archive (torch.jit.save), not a torch.save checkpoint")
+    found = [n for n in names if n.endswith("/data.pkl") and n.count("/") == 1]
+    if len(found) == 1:
+        return found[0]
+    if not found:
+        raise CorruptCheckpoint(f"{label}: zip archive has no <archive>/data.pkl; not a torch.save checkpoint")
+    raise CorruptCheckpoint(f"{label}: zip archive has several data.pkl entries: {found}")
+
+
+class _ZipStorages:
+    """persistent_load for the zip format: ('storage', type, key, location, numel) -> Storage."""
+
+    def __init__(self, zf: zipfile.ZipFile, mapped: MappedFile, prefix: str, byteorder: str, label: str) -> None:
+        self._zf = zf
+        self._mapped = mapped
+        self._prefix = prefix
+        self._byteorder = byteorder
+        self._label = label
+        self._cache: dict[str, Storage] = {}
+
+    def _entry_bytes(self, info: zipfile.ZipInfo) -> np.ndarray:
+        what = f"entry {info.filename!r}"
+        if info.compress_type != zipfile.ZIP_STORED:
+            try:
+                return np.frombuffer(self._zf.read(info), dtype=np.uint8)
+            except (zipfile.BadZipFile, EOFError, OSError, ValueError) as e:  # zlib.error is an Exception
+                raise CorruptCheckpoint(f"{self._label}: cannot read {what}: {e}") from e
+        header = self._mapped.view(info.header_offset, _LOCAL_HEADER.size, f"local header of {what}")
+        sig, name_len, extra_len = _LOCAL_HEADER.unpack(header.tobytes())
+        if sig != b"PK\x03\x04":
+            raise CorruptCheckpoint(f"{self._label}: bad local header for {what} at byte {info.header_offset}")
+        start = info.header_offset + _LOCAL_HEADER.size + name_len + extra_len
+        return self._mapped.view(start, info.file_size, what)
+
+    def __call__(self, pid: Any) -> Storage:
+        if not isinstance(pid, tuple) or len(pid) != 5 or pid[0] not in ("storage", b"storage"):
+            raise CorruptCheckpoint(f"{self._label}: unexpected persistent id {pid!r}")
+        _, stype, key, _location, numel = pid
+        if not isinstance(stype, StorageType) or not isinstance(key, str) or not isinstance(numel, int) or numel < 0:
+            raise CorruptCheckpoint(f"{self._label}: malformed storage reference {pid!r}")
+        if key in self._cache:
+            return self._cache[key]
+        entry = f"{self._prefix}/data/{key}"
+        try:
+            info = self._zf.getinfo(entry)
+        except KeyError:
+            raise CorruptCheckpoint(f"{self._label}: storage {key!r} has no archive entry {entry!r}") from None
+        dtype = stype.torch_dtype.dtype
+        nbytes = numel * dtype.itemsize if dtype is not None else info.file_size
+        if info.file_size < nbytes:
+            raise CorruptCheckpoint(
+                f"{self._label}: storage {key!r} declares {numel} elements ({nbytes} bytes) but "
+                f"{entry!r} holds {info.file_size} bytes",
+                storage=key,
+            )
+        cached: list[np.ndarray] = []
+
+        def fetch() -> np.ndarray:
+            if not cached:
+                cached.append(self._entry_bytes(info)[:nbytes])
+            return cached[0]
+
+        storage = Storage(key, 0, nbytes, nbytes, stype.torch_dtype, self._byteorder, fetch)
+        self._cache[key] = storage
+        return storage
+
+
+def load_torch_zip(fileobj: BinaryIO, label: str) -> Checkpoint:
+    """Unpickle a zip checkpoint's tree through the allowlist; storages stay on disk until read."""
+    mapped = MappedFile(fileobj, label)
+    try:
+        try:
+            zf = zipfile.ZipFile(fileobj)
+        except (zipfile.BadZipFile, EOFError, OSError, ValueError) as e:
+            raise CorruptCheckpoint(f"{label}: not a readable zip archive (truncated?): {e}") from e
+        pkl = _find_pickle(zf.namelist(), label)
+        prefix = pkl.rsplit("/", 1)[0]
+        byteorder = "little"
+        if f"{prefix}/byteorder" in zf.namelist():
+            byteorder = _read(zf, f"{prefix}/byteorder", label).decode("ascii", "replace").strip()
+            if byteorder not in ("little", "big"):
+                raise CorruptCheckpoint(f"{label}: unknown byteorder {byteorder!r}")
+        storages = _ZipStorages(zf, mapped, prefix, byteorder, label)
+        tree = restricted_load(
+            _read(zf, pkl, label), allowlist=ALLOWLIST, refused=REFUSED, persistent_load=storages,
+            where=f"{label}:{pkl}",
+        )
+    except BaseException:
+        mapped.close()
+        raise
+    return Checkpoint("torch-zip", tree, "pt", storage_bytes_of, [mapped.close, zf.close])
+
+
+def _read(zf: zipfile.ZipFile, name: str, label: str) -> bytes:
+    try:
+        return zf.read(name)
+    except (zipfile.BadZipFile, EOFError, OSError, ValueError) as e:
+        raise CorruptCheckpoint(f"{label}: cannot read archive entry {name!r} (truncated?): {e}") from e

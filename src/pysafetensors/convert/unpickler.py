@@ -1,0 +1,328 @@
+"""An allowlist unpickler: it never imports a module and never calls anything outside a fixed table.
+
+Built on the pure-Python ``pickle._Unpickler`` so every opcode that can reach code goes through
+a method here:
+
+- ``GLOBAL``/``STACK_GLOBAL`` resolve names only through the caller's ``allowlist`` (nothing is
+  imported); ``INST``, ``OBJ`` and ``EXT1/2/4`` are refused outright.
+- ``REDUCE``/``NEWOBJ``/``NEWOBJ_EX`` call only :class:`Allowed` stand-ins from that table.
+- ``BUILD`` is accepted only on plain dicts (``OrderedDict`` attributes such as torch's
+  ``_metadata``), and its state is dropped.
+- ``APPEND(S)``/``SETITEM(S)``/``ADDITEMS`` only touch built-in lists, dicts and sets, so no
+  ``append``/``extend``/``__setitem__`` of a foreign object is ever looked up.
+
+Every refusal is an :class:`UnsafePickle` naming the global or opcode and its byte position.
+The pickle data is bounded: reads never go past ``limit`` bytes, so a forged length cannot make
+it allocate more than the file holds.
+"""
+
+from __future__ import annotations
+
+import _compat_pickle
+import io
+import pickle
+from collections import OrderedDict
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, BinaryIO, ClassVar
+
+from ..errors import CorruptCheckpoint, SafetensorError, UnsafePickle
+
+
+@dataclass(frozen=True)
+class Allowed:
+    """A callable the pickle may invoke by REDUCE/NEWOBJ: our own stand-in for a real global."""
+
+    qualname: str
+    function: Callable[..., Any]
+
+
+class _BoundedReader:
+    """A read-only view of ``limit`` bytes of a binary file from its current position."""
+
+    def __init__(self, file: BinaryIO, limit: int) -> None:
+        self._file = file
+        self._start = file.tell()
+        self._left = limit
+
+    def tell(self) -> int:
+        return self._file.tell()
+
+    def read(self, n: int = -1) -> bytes:
+        n = self._left if n is None or n < 0 else min(n, self._left)
+        data = self._file.read(n)
+        self._left -= len(data)
+        return data
+
+    def readinto(self, buf: Any) -> int:
+        view = memoryview(buf).cast("B")
+        data = self.read(len(view))
+        view[: len(data)] = data
+        return len(data)
+
+    def readline(self) -> bytes:
+        data = self._file.readline(self._left)
+        self._left -= len(data)
+        return data
+
+
+def _opcode_names() -> dict[int, str]:
+    return {op.code.encode("latin-1")[0]: op.name for op in __import__("pickletools").opcodes}
+
+
+_OPNAMES = _opcode_names()
+_PyUnpickler: Any = pickle._Unpickler  # type: ignore[attr-defined]
+
+
+class RestrictedUnpickler(_PyUnpickler):
+    """Unpickle with ``allowlist`` as the only namespace.
+
+    ``allowlist`` maps ``(module, name)`` to the object the global stands for (an
+    :class:`Allowed` for callables, any inert value otherwise).  ``refused`` maps known globals
+    that must not load to an exception factory ``(qualname, position) -> SafetensorError``.
+    ``persistent_load`` receives persistent ids (torch storages).
+    """
+
+    dispatch: ClassVar[dict[int, Any]] = dict(_PyUnpickler.dispatch)
+
+    def __init__(
+        self,
+        file: BinaryIO,
+        *,
+        limit: int,
+        allowlist: Mapping[tuple[str, str], Any],
+        persistent_load: Callable[[Any], Any] | None = None,
+        refused: Mapping[tuple[str, str], Callable[[str, int], SafetensorError]] | None = None,
+        where: str = "pickle",
+    ) -> None:
+        self._reader = _BoundedReader(file, limit)
+        super().__init__(self._reader, encoding="ASCII", fix_imports=True)
+        self._allowlist = allowlist
+        self._refused = refused or {}
+        self._persistent = persistent_load
+        self._where = where
+        self._op_pos = self._reader.tell()
+        self._op = "?"
+
+    # --- position tracking ------------------------------------------------------------------
+    def position(self) -> int:
+        """Byte position (in the underlying file) of the opcode being executed."""
+        return self._op_pos
+
+    def _tell(self) -> int:
+        pos = self._reader.tell()
+        frame = getattr(self, "_unframer", None)
+        current = getattr(frame, "current_frame", None) if frame is not None else None
+        if current is not None:
+            with current.getbuffer() as buf:
+                pos -= len(buf) - current.tell()
+        return pos
+
+    def load(self) -> Any:
+        """Run the pickle to its STOP opcode; any failure is a SafetensorError with the position."""
+        self._unframer = pickle._Unframer(self._file_read, self._file_readline)  # type: ignore[attr-defined]
+        self.read = self._unframer.read
+        self.readinto = self._unframer.readinto
+        self.readline = self._unframer.readline
+        self.metastack: list[Any] = []
+        self.stack: list[Any] = []
+        self.append = self.stack.append
+        self.proto = 0
+        read = self.read
+        dispatch = self.dispatch
+        try:
+            while True:
+                self._op_pos = self._tell()
+                key = read(1)
+                if not key:
+                    raise EOFError("pickle data was truncated")
+                self._op = _OPNAMES.get(key[0], f"0x{key[0]:02x}")
+                handler = dispatch.get(key[0])
+                if handler is None:
+                    raise pickle.UnpicklingError(f"invalid load key {key!r}")
+                handler(self)
+        except pickle._Stop as stop:  # type: ignore[attr-defined]
+            return stop.value
+        except SafetensorError as e:
+            if "position" not in e.__dict__:
+                # raised by a stand-in (a bad tensor record): say where in the pickle it was
+                e.__dict__["position"] = self._op_pos
+                e.args = (f"{self._where}, pickle byte {self._op_pos}: {e}", *e.args[1:])
+            raise
+        except (EOFError, pickle.UnpicklingError, ValueError, TypeError, IndexError, KeyError,
+                AttributeError, OverflowError, MemoryError, RecursionError, UnicodeDecodeError) as e:
+            detail = str(e) or type(e).__name__
+            raise CorruptCheckpoint(
+                f"{self._where}: malformed or truncated pickle at byte {self._op_pos} "
+                f"(opcode {self._op}): {detail}",
+                position=self._op_pos,
+                opcode=self._op,
+            ) from e
+
+    # --- refusals ---------------------------------------------------------------------------
+    def _unsafe(self, what: str, global_name: str | None = None) -> UnsafePickle:
+        return UnsafePickle(
+            f"{self._where}: refusing {what} at byte {self._op_pos} (opcode {self._op}); "
+            "only tensor data, plain containers and a fixed list of torch globals may appear "
+            "in a checkpoint",
+            global_name=global_name,
+            position=self._op_pos,
+            opcode=self._op,
+        )
+
+    def find_class(self, module: str, name: str) -> Any:
+        if self.proto < 3 and self.fix_imports:
+            # Protocol 0-2 pickles name Python 2 modules (__builtin__, copy_reg).
+            if (module, name) in _compat_pickle.NAME_MAPPING:
+                module, name = _compat_pickle.NAME_MAPPING[(module, name)]
+            elif module in _compat_pickle.IMPORT_MAPPING:
+                module = _compat_pickle.IMPORT_MAPPING[module]
+        if not isinstance(module, str) or not isinstance(name, str):
+            raise self._unsafe("a global whose name is not a string")
+        qualname = f"{module}.{name}"
+        if (module, name) in self._refused:
+            raise self._refused[(module, name)](qualname, self._op_pos)
+        try:
+            return self._allowlist[(module, name)]
+        except KeyError:
+            raise self._unsafe(f"global {qualname!r}", qualname) from None
+
+    def persistent_load(self, pid: Any) -> Any:
+        if self._persistent is None:
+            raise self._unsafe(f"persistent id {pid!r}")
+        return self._persistent(pid)
+
+    # --- guarded opcodes --------------------------------------------------------------------
+    def _call(self, func: Any, args: Any) -> Any:
+        if not isinstance(func, Allowed):
+            raise self._unsafe(f"a call to {type(func).__name__} object {_short(func)}")
+        if not isinstance(args, tuple):
+            raise self._unsafe(f"a call to {func.qualname} with non-tuple arguments")
+        try:
+            return func.function(*args)
+        except SafetensorError:
+            raise
+        except TypeError as e:
+            raise CorruptCheckpoint(
+                f"{self._where}: bad arguments to {func.qualname} at byte {self._op_pos}: {e}",
+                global_name=func.qualname,
+                position=self._op_pos,
+            ) from e
+
+    def load_reduce(self) -> None:
+        args = self.stack.pop()
+        func = self.stack[-1]
+        self.stack[-1] = self._call(func, args)
+
+    def load_newobj(self) -> None:
+        args = self.stack.pop()
+        cls = self.stack.pop()
+        self.append(self._call(cls, args))
+
+    def load_newobj_ex(self) -> None:
+        kwargs = self.stack.pop()
+        args = self.stack.pop()
+        cls = self.stack.pop()
+        if kwargs:
+            raise self._unsafe("NEWOBJ_EX with keyword arguments")
+        self.append(self._call(cls, args))
+
+    def load_build(self) -> None:
+        self.stack.pop()  # the state: dropped
+        inst = self.stack[-1]
+        # torch's state dicts are OrderedDicts carrying a `_metadata` attribute (module
+        # versions): accepted on dicts, and dropped, since it is not tensor data.
+        if type(inst) not in (dict, OrderedDict):
+            raise self._unsafe(f"BUILD (__setstate__) on a {type(inst).__name__} object")
+
+    def _refuse_opcode(self) -> None:
+        raise self._unsafe(f"opcode {self._op}")
+
+    def _refuse_inst(self) -> None:
+        # INST names its class inline: read the name so the error can say what was asked for.
+        module = self.readline()[:-1].decode("ascii", "replace")
+        name = self.readline()[:-1].decode("ascii", "replace")
+        raise self._unsafe(f"opcode INST of {module}.{name!r}", f"{module}.{name}")
+
+    def load_append(self) -> None:
+        value = self.stack.pop()
+        target = self.stack[-1]
+        if type(target) is not list:
+            raise self._unsafe(f"APPEND to a {type(target).__name__} object")
+        target.append(value)
+
+    def load_appends(self) -> None:
+        items = self.pop_mark()
+        target = self.stack[-1]
+        if type(target) is not list:
+            raise self._unsafe(f"APPENDS to a {type(target).__name__} object")
+        target.extend(items)
+
+    def _dict_target(self) -> dict[Any, Any]:
+        target = self.stack[-1]
+        if type(target) not in (dict, OrderedDict):
+            raise self._unsafe(f"SETITEM on a {type(target).__name__} object")
+        return target  # type: ignore[no-any-return]
+
+    def load_setitem(self) -> None:
+        value = self.stack.pop()
+        key = self.stack.pop()
+        self._dict_target()[key] = value
+
+    def load_setitems(self) -> None:
+        items = self.pop_mark()
+        target = self._dict_target()
+        for i in range(0, len(items) - 1, 2):
+            target[items[i]] = items[i + 1]
+
+    def load_additems(self) -> None:
+        items = self.pop_mark()
+        target = self.stack[-1]
+        if type(target) is not set:
+            raise self._unsafe(f"ADDITEMS on a {type(target).__name__} object")
+        target.update(items)
+
+
+def _short(obj: Any) -> str:
+    text = repr(obj)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+_D = RestrictedUnpickler.dispatch
+_D[pickle.REDUCE[0]] = RestrictedUnpickler.load_reduce
+_D[pickle.NEWOBJ[0]] = RestrictedUnpickler.load_newobj
+_D[pickle.NEWOBJ_EX[0]] = RestrictedUnpickler.load_newobj_ex
+_D[pickle.BUILD[0]] = RestrictedUnpickler.load_build
+_D[pickle.APPEND[0]] = RestrictedUnpickler.load_append
+_D[pickle.APPENDS[0]] = RestrictedUnpickler.load_appends
+_D[pickle.SETITEM[0]] = RestrictedUnpickler.load_setitem
+_D[pickle.SETITEMS[0]] = RestrictedUnpickler.load_setitems
+_D[pickle.ADDITEMS[0]] = RestrictedUnpickler.load_additems
+_D[pickle.INST[0]] = RestrictedUnpickler._refuse_inst
+for _op in (pickle.OBJ, pickle.EXT1, pickle.EXT2, pickle.EXT4):
+    _D[_op[0]] = RestrictedUnpickler._refuse_opcode
+# The base class binds these two to its own find_class/persistent_load through self, so they
+# already go through the methods above; listed here so a reader sees every code-reaching opcode.
+assert pickle.GLOBAL[0] in _D and pickle.STACK_GLOBAL[0] in _D and pickle.BINPERSID[0] in _D
+
+
+def restricted_load(
+    data: bytes | BinaryIO,
+    *,
+    allowlist: Mapping[tuple[str, str], Any],
+    persistent_load: Callable[[Any], Any] | None = None,
+    refused: Mapping[tuple[str, str], Callable[[str, int], SafetensorError]] | None = None,
+    limit: int | None = None,
+    where: str = "pickle",
+) -> Any:
+    """Unpickle one object from bytes or a file (read from its current position)."""
+    file: BinaryIO = io.BytesIO(data) if isinstance(data, (bytes, bytearray, memoryview)) else data
+    if limit is None:
+        here = file.tell()
+        limit = file.seek(0, io.SEEK_END) - here
+        file.seek(here)
+    unpickler = RestrictedUnpickler(
+        file, limit=limit, allowlist=allowlist, persistent_load=persistent_load,
+        refused=refused, where=where,
+    )
+    return unpickler.load()
