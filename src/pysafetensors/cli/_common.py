@@ -117,7 +117,7 @@ def bar_enabled(args: Any) -> bool:
     return not getattr(args, "quiet", False)
 
 
-def iter_chunks(data: memoryview, dtype: DType, nelements: int, step: int = CHUNK_ELEMENTS) -> Iterator[Any]:
+def iter_chunks(data: memoryview, dtype: DType, nelements: int, step: int | None = None) -> Iterator[Any]:
     """The tensor's elements as flat numpy arrays of at most ``step`` elements each.
 
     Each chunk is a zero-copy view of ``data`` (unpacked to one code per element for F4/F6),
@@ -127,6 +127,7 @@ def iter_chunks(data: memoryview, dtype: DType, nelements: int, step: int = CHUN
 
     from .._adapters.numpy import numpy_dtype, unpack
 
+    step = step or CHUNK_ELEMENTS  # read at call time so tests can shrink it
     nd = numpy_dtype(dtype)
     bits = dtype.bits
     for start in range(0, nelements, step):

@@ -28,6 +28,7 @@ from ..format.header import (
     parse_header,
 )
 from ._common import emit, render_json
+from ._shards import read_index
 
 _U64 = 1 << 64
 
@@ -38,6 +39,7 @@ class Problem:
     message: str
     tensor: str | None = None
     data_offsets: list[Any] | None = None
+    file: str | None = None  # the shard, for a sharded checkpoint
 
 
 @dataclass
@@ -49,6 +51,7 @@ class ValidateResult:
     tensor_count: int | None = None
     problems: list[Problem] = field(default_factory=list)
     warnings: list[Problem] = field(default_factory=list)
+    files: list[str] | None = None  # the shards checked, for a sharded checkpoint
 
 
 def _is_usize(v: Any) -> bool:
@@ -180,7 +183,11 @@ def check_bytes(prefix_and_header: bytes, file_size: int, r: ValidateResult) -> 
         if name == METADATA_KEY:
             c.metadata(value)
             continue
+        first_problem = len(r.problems)
         dtype, shape, offsets = c.entry(name, value)
+        for p in r.problems[first_problem:]:  # every problem of an entry shows its offsets
+            if p.data_offsets is None and isinstance(value, dict) and isinstance(value.get("data_offsets"), list):
+                p.data_offsets = list(value["data_offsets"])
         if offsets is not None:
             placed.append((offsets[0], offsets[1], position, name))
             if offsets[1] < offsets[0]:
@@ -205,15 +212,11 @@ def check_bytes(prefix_and_header: bytes, file_size: int, r: ValidateResult) -> 
                   f"but it is {file_size} ({what})")
 
 
-def compute_validate(path: str) -> ValidateResult:
-    """Validate a local file.  Raises OSError only when the file cannot be read at all."""
+def _validate_file(path: str) -> ValidateResult:
     try:
         fd = os.open(path, os.O_RDONLY)
     except FileNotFoundError:
         raise FileNotFoundError(f"No such file or directory: {path}") from None
-    if os.path.isdir(path):
-        os.close(fd)
-        raise IsADirectoryError(f"{path} is a directory; validate takes one .safetensors file")
     with os.fdopen(fd, "rb") as f:
         size = os.fstat(f.fileno()).st_size
         prefix = f.read(N_LEN)
@@ -233,17 +236,69 @@ def compute_validate(path: str) -> ValidateResult:
     return r
 
 
+def _validate_sharded(path: str) -> ValidateResult:
+    index = read_index(path)  # unsafe shard names and bad JSON are errors (exit 2): nothing to check
+    r = ValidateResult(path, True, 0, files=index.shards)
+    seen: dict[str, str] = {}
+    total = 0
+    for shard in index.shards:
+        shard_path = os.path.join(index.directory, shard)
+        if not os.path.isfile(shard_path):
+            r.problems.append(Problem("missing_shard", "shard listed in the index does not exist", file=shard))
+            continue
+        sub = _validate_file(shard_path)
+        r.file_size += sub.file_size
+        for p in sub.problems + sub.warnings:
+            p.file = shard
+        r.problems += sub.problems
+        r.warnings += sub.warnings
+        if not sub.valid:
+            continue
+        with open(shard_path, "rb") as f:
+            head = f.read(N_LEN + (sub.header_size or 0))
+        header = parse_header(head[N_LEN:], sub.file_size)
+        for t in header.tensors:
+            total += t.nbytes
+            if t.name in seen:
+                r.problems.append(Problem("duplicate_tensor", f"also in {seen[t.name]}", t.name, file=shard))
+            seen[t.name] = shard
+            if index.weight_map.get(t.name) != shard:
+                r.problems.append(Problem("unmapped_tensor", "tensor is in this shard but the index maps it to "
+                                          f"{index.weight_map.get(t.name)!r}", t.name, file=shard))
+    for name, shard in sorted(index.weight_map.items()):
+        if seen.get(name) is None and os.path.isfile(os.path.join(index.directory, shard)):
+            r.problems.append(Problem("missing_tensor", "the index maps this tensor here but the shard lacks it",
+                                      name, file=shard))
+    declared = index.metadata.get("total_size")
+    if declared is not None and declared != total and not r.problems:
+        r.warnings.append(Problem("total_size", f"index says total_size {declared}, the tensors hold {total} bytes"))
+    r.tensor_count = len(seen)
+    r.valid = not r.problems
+    return r
+
+
+def compute_validate(path: str) -> ValidateResult:
+    """Validate a file, or a sharded checkpoint (index JSON or directory) shard by shard.
+
+    Raises OSError (exit 2) only when the input cannot be read at all.
+    """
+    if os.path.isdir(path) or path.endswith(".json"):
+        return _validate_sharded(path)
+    return _validate_file(path)
+
+
 def render_validate(r: ValidateResult, fmt: str = "text") -> str:
     if fmt == "json":
         return render_json(r)
     out = []
     for kind, items in (("problem", r.problems), ("warning", r.warnings)):
         for p in items:
-            where = f" tensor {p.tensor!r}" if p.tensor is not None else ""
+            where = (f" file {p.file}" if p.file else "") + (f" tensor {p.tensor!r}" if p.tensor is not None else "")
             offs = f" data_offsets {p.data_offsets}" if p.data_offsets is not None else ""
             out.append(f"{r.path}: {kind} [{p.code}]{where}{offs}: {p.message}")
     if r.valid:
-        out.append(f"{r.path}: valid ({r.tensor_count} tensors, header {r.header_size} bytes, {r.file_size} bytes)")
+        shards = f"{len(r.files)} shards, " if r.files else f"header {r.header_size} bytes, "
+        out.append(f"{r.path}: valid ({r.tensor_count} tensors, {shards}{r.file_size} bytes)")
     else:
         out.append(f"{r.path}: INVALID ({len(r.problems)} problem{'s' if len(r.problems) != 1 else ''})")
     return "\n".join(out) + "\n"
