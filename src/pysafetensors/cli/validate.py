@@ -189,9 +189,10 @@ def check_bytes(prefix_and_header: bytes, file_size: int, r: ValidateResult) -> 
             if p.data_offsets is None and isinstance(value, dict) and isinstance(value.get("data_offsets"), list):
                 p.data_offsets = list(value["data_offsets"])
         if offsets is not None:
-            placed.append((offsets[0], offsets[1], position, name))
-            if offsets[1] < offsets[0]:
+            if offsets[1] < offsets[0]:  # reported once here, kept out of the layout walk (no cascade)
                 c.problem("invalid_offset", f"data_offsets end {offsets[1]} before they begin {offsets[0]}", name, offsets)
+            else:
+                placed.append((offsets[0], offsets[1], position, name))
         if dtype is not None and shape is not None and offsets is not None:
             c.size(name, dtype, shape, offsets)
     r.tensor_count = len(obj) - (METADATA_KEY in obj)
@@ -240,6 +241,7 @@ def _validate_sharded(path: str) -> ValidateResult:
     index = read_index(path)  # unsafe shard names and bad JSON are errors (exit 2): nothing to check
     r = ValidateResult(path, True, 0, files=index.shards)
     seen: dict[str, str] = {}
+    contents: dict[str, set[str]] = {}  # shard -> tensor names, for the shards that parsed
     total = 0
     for shard in index.shards:
         shard_path = os.path.join(index.directory, shard)
@@ -257,6 +259,7 @@ def _validate_sharded(path: str) -> ValidateResult:
         with open(shard_path, "rb") as f:
             head = f.read(N_LEN + (sub.header_size or 0))
         header = parse_header(head[N_LEN:], sub.file_size)
+        contents[shard] = {t.name for t in header.tensors}
         for t in header.tensors:
             total += t.nbytes
             if t.name in seen:
@@ -266,7 +269,7 @@ def _validate_sharded(path: str) -> ValidateResult:
                 r.problems.append(Problem("unmapped_tensor", "tensor is in this shard but the index maps it to "
                                           f"{index.weight_map.get(t.name)!r}", t.name, file=shard))
     for name, shard in sorted(index.weight_map.items()):
-        if seen.get(name) is None and os.path.isfile(os.path.join(index.directory, shard)):
+        if shard in contents and name not in contents[shard]:
             r.problems.append(Problem("missing_tensor", "the index maps this tensor here but the shard lacks it",
                                       name, file=shard))
     declared = index.metadata.get("total_size")
