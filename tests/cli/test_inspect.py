@@ -62,7 +62,7 @@ def test_modelspec_section_and_table(sample: Path) -> None:
     out = run_cli("inspect", sample, "--tensors").out
     assert "modelspec:\n  title: demo\n  architecture: toy" in out
     assert "format: pt" in out.split("modelspec:")[0]
-    assert re.search(r"^encoder\.layer\.0\.weight +F32 +\[4, 8\] +\[\d+, \d+\] +128$", out, re.M)
+    assert re.search(r"^encoder\.layer\.0\.weight +F32 +\[4, 8\] +\[\d+, \d+\] +128$", out, re.MULTILINE)
 
 
 def test_tree_counts(sample: Path) -> None:

@@ -90,7 +90,7 @@ def test_no_progress_bar_when_not_a_tty(sample: Path) -> None:
 
 def _subprocess(*args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(SRC), os.environ.get("PYTHONPATH", "")])}
-    return subprocess.run([sys.executable, "-m", "pysafetensors", *args], capture_output=True, text=True, env=env,
+    return subprocess.run([sys.executable, "-m", "pysafetensors", *args], capture_output=True, text=True, env=env, check=False,
                           timeout=120)
 
 

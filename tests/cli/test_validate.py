@@ -158,3 +158,30 @@ def test_sharded(sample: Path, tmp_path: Path) -> None:
     index["weight_map"][name] = "../escape.safetensors"
     (out / "model.safetensors.index.json").write_text(json.dumps(index))
     assert run_cli("validate", out).code == 2  # an unsafe index cannot be checked
+
+
+def test_random_mutations_agree_with_strict_parser(tmp_path: Path) -> None:
+    """Flip header bytes at random: validate's verdict must match parse_header's every time."""
+    import random
+
+    rng = random.Random(6)
+    base = json.dumps({"__metadata__": {"k": "v"}, "a": _t("F32", [2, 1], 0, 8), "b": _t("BF16", [3], 8, 14),
+                       "c": _t("F4", [2], 14, 15)}).encode()
+    alphabet = b'0123456789[]{}",:-. aFUIBx_'
+    disagreements = []
+    for i in range(300):
+        h = bytearray(base)
+        for _ in range(rng.randint(1, 3)):
+            h[rng.randrange(len(h))] = rng.choice(alphabet)
+        data = b"\0" * rng.choice([14, 15, 16])
+        path = _file(tmp_path / f"m{i}.safetensors", None, data, raw_header=bytes(h))
+        try:
+            parse_header(bytes(h), 8 + len(h) + len(data))
+            strict_ok = True
+        except SafetensorError:
+            strict_ok = False
+        r = compute_validate(str(path))
+        if r.valid != strict_ok or any(p.code == "rejected" for p in r.problems):  # lenient pass found it itself
+            disagreements.append((bytes(h), len(data), [p.code for p in r.problems]))
+        path.unlink()
+    assert disagreements == []
