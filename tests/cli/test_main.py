@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import subprocess
 import sys
+from contextlib import redirect_stdout
 from pathlib import Path
 
 import pytest
@@ -116,3 +118,50 @@ def test_every_command_as_subprocess(sample: Path, tmp_path: Path) -> None:
         assert proc.stderr == "" if code == 0 else proc.stderr.count("\n") == 1
     assert json.loads(_subprocess("inspect", str(sample), "--json").stdout)["tensor_count"] == 10
     assert _subprocess("metadata", str(other), "get", "format").stdout == "pt\n"
+
+
+class _FakeTTY:
+    """A stderr that claims to be a terminal and records what tqdm draws."""
+
+    def __init__(self) -> None:
+        self.chunks: list[str] = []
+
+    def write(self, s: str) -> int:
+        self.chunks.append(s)
+        return len(s)
+
+    def flush(self) -> None:
+        pass
+
+    def isatty(self) -> bool:
+        return True
+
+
+def test_progress_bar_only_on_a_tty_and_not_quiet(sample: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("tqdm")
+    fake = _FakeTTY()
+    monkeypatch.setattr(sys, "stderr", fake)
+    out = io.StringIO()
+    with redirect_stdout(out):
+        assert cli_main.main(["id", str(sample), "--content"]) == 0
+    assert any("hashing" in c for c in fake.chunks)
+    assert "hashing" not in out.getvalue()  # the bar never touches stdout
+    fake.chunks.clear()
+    with redirect_stdout(io.StringIO()):
+        assert cli_main.main(["id", str(sample), "--content", "--quiet"]) == 0
+    assert fake.chunks == []
+
+
+def test_missing_tqdm_falls_back_to_no_bar(sample: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from pysafetensors import _optional
+    from pysafetensors.errors import MissingDependency
+
+    def missing(module: str, extra: str) -> None:
+        raise MissingDependency(module, extra)
+
+    monkeypatch.setattr(_optional, "require", missing)
+    fake = _FakeTTY()
+    monkeypatch.setattr(sys, "stderr", fake)
+    with redirect_stdout(io.StringIO()):
+        assert cli_main.main(["stats", str(sample)]) == 0
+    assert fake.chunks == []

@@ -51,6 +51,11 @@ def fmt_bytes(n: int) -> str:
     return f"{n:,} bytes"
 
 
+def plural(n: int, word: str) -> str:
+    """``1 tensor``, ``3 tensors`` (with thousands separators)."""
+    return f"{n:,} {word}" + ("" if n == 1 else "s")
+
+
 def fmt_count(n: int) -> str:
     """``22,713,728 (22.7M)``."""
     for unit, scale in (("B", 10**9), ("M", 10**6), ("K", 10**3)):

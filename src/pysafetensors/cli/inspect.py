@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ._common import emit, fmt_bytes, fmt_count, fmt_int, matches, render_json, table
+from ._common import emit, fmt_bytes, fmt_count, fmt_int, matches, plural, render_json, table
 from ._inputs import Input, open_input
 
 MODELSPEC_PREFIX = "modelspec."
@@ -121,7 +121,7 @@ def _render_tree(node: TreeNode, depth: int, out: list[str]) -> None:
     for child in node.children:
         label = child.name.rsplit(".", 1)[-1] if depth else child.name
         if child.children:
-            out.append(f"{'  ' * depth}{label}/  {fmt_int(child.parameters)} params, {child.tensors} tensors")
+            out.append(f"{'  ' * depth}{label}/  {fmt_int(child.parameters)} params, {plural(child.tensors, 'tensor')}")
             _render_tree(child, depth + 1, out)
         else:
             out.append(f"{'  ' * depth}{label}  {child.dtype} {child.shape}  {fmt_int(child.parameters)} params")

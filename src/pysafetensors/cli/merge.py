@@ -11,7 +11,7 @@ import argparse
 from dataclasses import dataclass
 from typing import Any
 
-from ._common import bar_enabled, emit, fmt_bytes, fmt_int, progress, render_json
+from ._common import bar_enabled, emit, fmt_bytes, plural, progress, render_json
 from ._inputs import open_input
 from .shard import write_tensors
 
@@ -37,8 +37,8 @@ def compute_merge(path: str, output: str, show_progress: bool = False) -> MergeR
 def render_merge(r: MergeResult, fmt: str = "text") -> str:
     if fmt == "json":
         return render_json(r)
-    return (f"wrote {r.output}: {fmt_int(r.tensor_count)} tensors, {fmt_bytes(r.total_size)} of tensor data "
-            f"from {len(r.shards)} shard(s)\n")
+    return (f"wrote {r.output}: {plural(r.tensor_count, 'tensor')}, {fmt_bytes(r.total_size)} of tensor data "
+            f"from {plural(len(r.shards), 'file')}\n")
 
 
 def add_parser(subparsers: Any) -> None:

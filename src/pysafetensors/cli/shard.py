@@ -17,7 +17,7 @@ from typing import Any
 
 from ..io.sinks import AtomicFileSink
 from ..writer import WriteItem, plan, stream
-from ._common import bar_enabled, emit, fmt_bytes, fmt_int, progress, render_json
+from ._common import bar_enabled, emit, fmt_bytes, plural, progress, render_json
 from ._inputs import Input, open_input
 from ._shards import INDEX_NAME, ShardIndexError, index_json, parse_size, plan_shards, shard_name
 
@@ -119,7 +119,7 @@ def render_shard(r: ShardResult, fmt: str = "text") -> str:
     head = (f"{verb} {len(r.shards)} shard(s) to {r.outdir} (max shard size {fmt_bytes(r.max_shard_size)}, "
             f"total {fmt_bytes(r.total_size)})")
     out = [head]
-    out += [f"  {s.name}  {fmt_int(s.tensors)} tensors  {fmt_bytes(s.nbytes)}" for s in r.shards]
+    out += [f"  {s.name}  {plural(s.tensors, 'tensor')}  {fmt_bytes(s.nbytes)}" for s in r.shards]
     if r.index:
         out.append(f"  {os.path.basename(r.index)}")
     return "\n".join(out) + "\n"

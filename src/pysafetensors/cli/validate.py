@@ -27,7 +27,7 @@ from ..format.header import (
     _reject_constant,
     parse_header,
 )
-from ._common import emit, render_json
+from ._common import emit, plural, render_json
 from ._shards import read_index
 
 _U64 = 1 << 64
@@ -300,8 +300,8 @@ def render_validate(r: ValidateResult, fmt: str = "text") -> str:
             offs = f" data_offsets {p.data_offsets}" if p.data_offsets is not None else ""
             out.append(f"{r.path}: {kind} [{p.code}]{where}{offs}: {p.message}")
     if r.valid:
-        shards = f"{len(r.files)} shards, " if r.files else f"header {r.header_size} bytes, "
-        out.append(f"{r.path}: valid ({r.tensor_count} tensors, {shards}{r.file_size} bytes)")
+        shards = f"{plural(len(r.files), 'shard')}, " if r.files else f"header {r.header_size or 0:,} bytes, "
+        out.append(f"{r.path}: valid ({plural(r.tensor_count or 0, 'tensor')}, {shards}{r.file_size:,} bytes)")
     else:
         out.append(f"{r.path}: INVALID ({len(r.problems)} problem{'s' if len(r.problems) != 1 else ''})")
     return "\n".join(out) + "\n"
