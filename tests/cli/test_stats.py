@@ -89,3 +89,24 @@ def test_real_model(real_model: Path) -> None:
     ids = next(t for t in data["tensors"] if t["name"] == "embeddings.position_ids")
     assert ids["dtype"] == "I64" and ids["min"] == 0 and ids["max"] == 511
     assert all(t["nan"] == 0 and t["inf"] == 0 for t in data["tensors"])
+
+
+def test_memory_is_bounded_by_the_chunk_not_the_tensor(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """stats and diff --values allocate per chunk: peak numpy memory stays far below the tensor size."""
+    import tracemalloc
+
+    from pysafetensors.cli.diff import compute_diff
+    from pysafetensors.numpy import save_file
+
+    n = 4 << 20  # a 16 MB float32 tensor
+    path = tmp_path / "big.safetensors"
+    save_file({"t": np.arange(n, dtype=np.float32)}, str(path))
+    monkeypatch.setattr(_common, "CHUNK_ELEMENTS", 1 << 16)  # 64K elements: ~0.5 MB float64 copies
+    for run in (lambda: compute_stats(str(path)), lambda: compute_diff(str(path), str(path), values=True)):
+        tracemalloc.start()
+        try:
+            run()
+            _, peak = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+        assert peak < 8 << 20, peak  # whole-tensor float64 copies would be 32 MB each

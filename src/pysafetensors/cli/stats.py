@@ -2,7 +2,7 @@
 
 Every dtype is covered (floats incl. BF16, F8, F6 and F4 via ml_dtypes; ints; bool as 0/1;
 complex by magnitude).  min/max/mean/std are over the finite values only; NaN and Inf are
-counted separately.  Tensors are read in chunks of at most 4M elements (32 MiB float64 working
+counted separately.  Tensors are read in chunks of at most 2M elements (16 MiB float64 working
 copies), so memory stays bounded whatever the tensor size; mean and std are merged across
 chunks with Chan's parallel formula, so they do not lose precision on long tensors.
 """
