@@ -6,6 +6,7 @@ import dataclasses
 import fnmatch
 import json
 import math
+import re
 import sys
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
@@ -36,8 +37,20 @@ def to_jsonable(obj: Any) -> Any:
     return obj
 
 
+_NUMBER_LIST = re.compile(r"\[(?:\s*-?\d[\d.eE+-]*\s*,)*\s*-?\d[\d.eE+-]*\s*\]")
+
+
+def _one_line_list(m: re.Match[str]) -> str:
+    text = m.group(0)
+    if "\n" not in text:  # raw newlines never occur inside JSON strings, so this is structure
+        return text
+    return "[" + ", ".join(part.strip() for part in text[1:-1].split(",")) + "]"
+
+
 def render_json(result: Any) -> str:
-    return json.dumps(to_jsonable(result), indent=2, ensure_ascii=False) + "\n"
+    """Indented JSON; lists of numbers (shapes, offsets) stay on one line."""
+    text = json.dumps(to_jsonable(result), indent=2, ensure_ascii=False)
+    return _NUMBER_LIST.sub(_one_line_list, text) + "\n"
 
 
 def fmt_int(n: int) -> str:
