@@ -165,3 +165,30 @@ def test_missing_tqdm_falls_back_to_no_bar(sample: Path, monkeypatch: pytest.Mon
     with redirect_stdout(io.StringIO()):
         assert cli_main.main(["stats", str(sample)]) == 0
     assert fake.chunks == []
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["inspect", "{missing}"],
+        ["id", "{missing}"],
+        ["diff", "{missing}", "{missing}"],
+        ["validate", "{missing}"],
+        ["metadata", "{missing}", "get"],
+        ["metadata", "{dir}", "get"],
+        ["stats", "{missing}"],
+        ["shard", "{missing}", "{dir}/out"],
+        ["merge", "{missing}", "{dir}/out.safetensors"],
+        ["merge", "{dir}", "{dir}/out.safetensors"],  # a directory with no index
+        ["inspect", "{garbage}"],
+        ["stats", "{garbage}"],
+    ],
+)
+def test_unreadable_input_exits_2_with_one_line(args: list[str], tmp_path: Path) -> None:
+    garbage = tmp_path / "garbage.safetensors"
+    garbage.write_bytes(b"\xff" * 64)
+    values = {"missing": str(tmp_path / "missing.safetensors"), "dir": str(tmp_path), "garbage": str(garbage)}
+    r = run_cli(*[a.format(**values) for a in args])
+    assert r.code == 2, r.err
+    assert r.out == ""
+    assert len(r.err.strip().splitlines()) == 1 and r.err.startswith("pysafetensors")

@@ -141,6 +141,8 @@ def compute_metadata(
     show_progress: bool = False,
 ) -> MetadataResult:
     """Read or edit the metadata of ``path``; writes nothing when nothing changes or ``dry_run``."""
+    if os.path.isdir(path) or path.endswith(".json"):
+        raise InvalidMetadata(f"{path}: metadata works on one .safetensors file; edit a sharded checkpoint shard by shard")
     source = PreadSource(path)
     try:
         header = read_header(source)
