@@ -14,7 +14,7 @@ from ..errors import SafetensorError, TensorNotFound
 from ..format.header import N_LEN, TensorInfo
 from ..io.sources import open_source
 from ..reader import SafeFile
-from ._shards import ShardIndexError, read_index
+from ._shards import ShardIndexError, find_index, read_index
 
 
 @dataclass
@@ -48,8 +48,8 @@ class Input:
 
     @property
     def tensors(self) -> list[TensorInfo]:
-        """Every tensor in file order (shard by shard for a sharded input)."""
-        return [t for f in self.files for t in f.header.tensors]
+        """Every tensor in file order (shard by shard; a shard's tensors the index maps elsewhere are skipped)."""
+        return [t for i, f in enumerate(self.files) for t in f.header.tensors if self._owner.get(t.name) == i]
 
     def info(self, name: str) -> TensorInfo:
         try:
@@ -120,6 +120,7 @@ def _open_sharded(path: str) -> Input:
 
 
 def is_sharded_path(path: str) -> bool:
+    """Whether ``path`` names a sharded checkpoint (an index JSON or a directory)."""
     return os.path.isdir(path) or path.endswith(".json")
 
 
@@ -128,8 +129,6 @@ def open_input(path: str) -> Input:
     path = os.fspath(path)
     if os.path.isdir(path):
         single = os.path.join(path, "model.safetensors")
-        from ._shards import find_index
-
         if find_index(path) is None and os.path.isfile(single):
             path = single
         else:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 import traceback
 from collections.abc import Callable, Sequence
@@ -104,7 +105,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _one_line(exc: BaseException) -> str:
     text = str(exc).strip() or type(exc).__name__
-    return " ".join(text.split("\n")) if len(text) < 2000 else text.splitlines()[0]
+    return " ".join(line.strip() for line in text.splitlines())
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -129,7 +130,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"{PROG}: interrupted", file=sys.stderr)
         return 130
     except BrokenPipeError:
-        return 0  # `pysafetensors inspect x | head` is not an error
+        # `pysafetensors inspect x | head` is not an error; keep Python's exit-time flush quiet.
+        try:
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        except (OSError, ValueError, AttributeError):
+            pass
+        return 0
     except UsageError as e:
         print(str(e), file=sys.stderr)
         return 2

@@ -27,6 +27,7 @@ from ..io.sinks import AtomicFileSink
 from ..io.sources import PreadSource
 from ..reader import read_header
 from ._common import bar_enabled, emit, progress, render_json
+from ._inputs import is_sharded_path
 
 _COPY_CHUNK = 64 << 20
 
@@ -141,7 +142,7 @@ def compute_metadata(
     show_progress: bool = False,
 ) -> MetadataResult:
     """Read or edit the metadata of ``path``; writes nothing when nothing changes or ``dry_run``."""
-    if os.path.isdir(path) or path.endswith(".json"):
+    if is_sharded_path(path):
         raise InvalidMetadata(f"{path}: metadata works on one .safetensors file; edit a sharded checkpoint shard by shard")
     source = PreadSource(path)
     try:

@@ -28,6 +28,7 @@ from ..format.header import (
     parse_header,
 )
 from ._common import emit, plural, render_json
+from ._inputs import is_sharded_path
 from ._shards import read_index
 
 _U64 = 1 << 64
@@ -285,7 +286,7 @@ def compute_validate(path: str) -> ValidateResult:
 
     Raises OSError (exit 2) only when the input cannot be read at all.
     """
-    if os.path.isdir(path) or path.endswith(".json"):
+    if is_sharded_path(path):
         return _validate_sharded(path)
     return _validate_file(path)
 
