@@ -1,10 +1,155 @@
-"""Command-line entry point (the commands land with the CLI issue)."""
+"""Command-line entry point: parse arguments, dispatch to a command module, map errors to exit codes.
+
+Adding a command (the registry)
+-------------------------------
+Each command lives in its own module ``pysafetensors/cli/<module>.py`` exposing two functions::
+
+    def add_parser(subparsers) -> None:   # subparsers.add_parser("name", parents=..., help=...)
+    def run(args) -> int:                 # 0 ok, 1 a finding, 2 an error
+
+``add_parser`` may register more than one subcommand name; every name it adds is routed to
+that module's ``run``.  Pass ``parents=[common_options()]`` so ``--json/--quiet/--debug`` work
+after the subcommand too.  To add a command, append its module name to ``COMMANDS`` below -
+that is the only line to touch.  A listed module that does not exist yet (``convert`` today)
+keeps its name reserved: the command is shown and answers "not available yet" with exit 2.
+
+Exit codes: 0 ok, 1 a finding (diff found differences, validate found problems, a key is
+missing), 2 an error (unreadable input, bad arguments).  Errors are one line on stderr; the
+traceback is shown only with ``--debug``.
+"""
 
 from __future__ import annotations
 
+import argparse
+import importlib
+import os
 import sys
+import traceback
+from collections.abc import Callable, Sequence
+from typing import Any, NoReturn
+
+from .. import __version__
+from ..errors import MissingDependency, SafetensorError
+
+# Module names under pysafetensors.cli, in the order commands are listed in --help.
+COMMANDS: tuple[str, ...] = (
+    "inspect",
+    "identity",  # the `id` command
+    "diff",
+    "validate",
+    "metadata",
+    "stats",
+    "shard",
+    "merge",
+    "convert",  # its own issue; reserved here until cli/convert.py lands
+)
+
+PROG = "pysafetensors"
 
 
-def main(argv: list[str] | None = None) -> int:
-    print("pysafetensors: no commands yet", file=sys.stderr)
-    return 2
+class UsageError(Exception):
+    """Bad command-line arguments (exit 2)."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that raises instead of exiting, so errors stay one line and exit 2."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(f"{self.prog}: error: {message} (see --help)")
+
+
+def common_options() -> argparse.ArgumentParser:
+    """Options every subcommand accepts, before or after its name."""
+    p = argparse.ArgumentParser(add_help=False)
+    # SUPPRESS keeps a subcommand's unset option from overwriting one given before it.
+    p.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="print the result as JSON")
+    p.add_argument("-q", "--quiet", action="store_true", default=argparse.SUPPRESS, help="no progress bars")
+    p.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help="show tracebacks on errors")
+    return p
+
+
+def _reserve(subparsers: Any, name: str) -> None:
+    p = subparsers.add_parser(name, parents=[common_options()], help=f"({name}: not available in this build)")
+    p.add_argument("rest", nargs=argparse.REMAINDER)
+
+
+def _not_available(name: str) -> Callable[[argparse.Namespace], int]:
+    def run(args: argparse.Namespace) -> int:
+        raise UsageError(f"{PROG} {name}: error: this command is not available in this build yet")
+
+    return run
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog=PROG, description="Inspect, check, compare and edit safetensors files.")
+    parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
+    parser.add_argument("--json", action="store_true", help="print the result as JSON")
+    parser.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
+    parser.add_argument("--debug", action="store_true", help="show tracebacks on errors")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    for module_name in COMMANDS:
+        before = set(subparsers.choices)
+        try:
+            module = importlib.import_module(f"{__package__}.{module_name}")
+        except ModuleNotFoundError as e:
+            if e.name != f"{__package__}.{module_name}":
+                raise
+            _reserve(subparsers, module_name)
+            subparsers.choices[module_name].set_defaults(_run=_not_available(module_name))
+            continue
+        module.add_parser(subparsers)
+        for name in set(subparsers.choices) - before:
+            subparsers.choices[name].set_defaults(_run=module.run)
+    return parser
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).strip() or type(exc).__name__
+    return " ".join(line.strip() for line in text.splitlines())
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; returns the exit code (the console script exits with it)."""
+    args_list = list(sys.argv[1:] if argv is None else argv)
+    debug = "--debug" in args_list
+    try:
+        parser = build_parser()
+        try:
+            args = parser.parse_args(args_list)
+        except SystemExit as e:  # --help / --version
+            return int(e.code or 0) if not isinstance(e.code, str) else 2
+        if getattr(args, "_run", None) is None:
+            parser.print_help(sys.stderr)
+            return 2
+        for flag in ("json", "quiet", "debug"):
+            if not hasattr(args, flag):
+                setattr(args, flag, False)
+        debug = bool(args.debug)
+        return int(args._run(args))
+    except KeyboardInterrupt:
+        print(f"{PROG}: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        # `pysafetensors inspect x | head` is not an error; keep Python's exit-time flush quiet.
+        try:
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        except (OSError, ValueError, AttributeError):
+            pass
+        return 0
+    except UsageError as e:
+        print(str(e), file=sys.stderr)
+        return 2
+    except (SafetensorError, MissingDependency, OSError, ValueError) as e:
+        if debug:
+            traceback.print_exc()
+        print(f"{PROG}: error: {_one_line(e)}", file=sys.stderr)
+        return 2
+    except Exception as e:  # noqa: BLE001 - a bug: still one line unless --debug
+        if debug:
+            traceback.print_exc()
+        print(f"{PROG}: internal error: {type(e).__name__}: {_one_line(e)} (rerun with --debug)", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
