@@ -7,7 +7,10 @@ conversions that do not go through pysafetensors) and subclasses ``FrameworkSuit
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import os
+import sys
+import warnings
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -21,6 +24,17 @@ from pysafetensors.errors import InvalidDevice, InvalidFramework, SafetensorErro
 from pysafetensors.format.dtypes import BY_CODE, CODES
 
 ALL_CODES = CODES
+
+# paddle 3.3 segfaults when it is imported after tensorflow 2.21 (their bundled native
+# libraries clash); the other order works, so when both are installed paddle goes first.
+if (
+    "tensorflow" not in sys.modules
+    and importlib.util.find_spec("paddle") is not None
+    and importlib.util.find_spec("tensorflow") is not None
+):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        import paddle  # noqa: F401
 
 
 def np_dtype(code: str) -> np.dtype:
