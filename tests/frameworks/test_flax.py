@@ -10,11 +10,11 @@ import pytest
 jax = pytest.importorskip("jax")
 jnp = pytest.importorskip("jax.numpy")
 
-from _fw_cases import ALL_CODES, Case, FrameworkSuite, _write, sample, same, upstream_equal  # noqa: E402
+from _fw_cases import ALL_CODES, Case, FrameworkSuite, _write, same, sample, upstream_equal
 
-import pysafetensors.numpy as ps_numpy  # noqa: E402
-from pysafetensors import safe_open  # noqa: E402
-from pysafetensors.errors import UnsupportedDtype  # noqa: E402
+import pysafetensors.numpy as ps_numpy
+from pysafetensors import safe_open
+from pysafetensors.errors import UnsupportedDtype
 
 X64 = bool(jax.config.jax_enable_x64)
 WIDE = frozenset({"F64", "I64", "U64"})

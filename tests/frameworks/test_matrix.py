@@ -9,13 +9,16 @@ from __future__ import annotations
 
 import importlib
 import os
+import subprocess
+import sys
 import warnings
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import ml_dtypes
 import numpy as np
 import pytest
-from _fw_cases import sample, same
+from _fw_cases import same, sample
 
 import pysafetensors.numpy as ps_numpy
 
@@ -125,7 +128,7 @@ def _read(package: str, face: str, path: str) -> dict[str, np.ndarray]:
         # Upstream's numpy face cannot load BF16 (KeyError 'BF16'): read the rest one by one.
         safe_open = importlib.import_module("safetensors").safe_open
         with safe_open(path, "np") as f:
-            return {k: f.get_tensor(k) for k in f.keys() if k not in CANNOT_READ[(package, face)]}
+            return {k: f.get_tensor(k) for k in f.keys() if k not in CANNOT_READ[(package, face)]}  # noqa: SIM118
     return {k: back(v) for k, v in module.load_file(path).items()}
 
 
@@ -145,3 +148,34 @@ def test_every_reader_reads_every_file(files: dict[tuple[str, str], str], reader
         assert set(got) == set(REFERENCE) - missing, (writer, reader)
         for name, value in got.items():
             assert same(value, REFERENCE[name]), (writer, reader, name)
+
+
+def test_importing_pysafetensors_imports_no_framework() -> None:
+    code = (
+        "import sys, pysafetensors, pysafetensors._adapters, pysafetensors.handle\n"
+        "bad = sorted(m for m in ('jax', 'tensorflow', 'paddle', 'mlx', 'torch', 'flax') if m in sys.modules)\n"
+        "assert not bad, bad\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, env=_env())
+
+
+@pytest.mark.parametrize(
+    ("face", "module", "extra"),
+    [("flax", "jax", "jax"), ("tensorflow", "tensorflow", "tensorflow"), ("paddle", "paddle", "paddle"),
+     ("mlx", "mlx", "mlx")],
+)
+def test_missing_framework_names_the_extra(face: str, module: str, extra: str) -> None:
+    code = (
+        f"import sys; sys.modules[{module!r}] = None\n"
+        "from pysafetensors.errors import MissingDependency\n"
+        "from pysafetensors import safe_open\n"
+        f"try:\n    import pysafetensors.{face}\nexcept MissingDependency as e:\n"
+        f"    assert \"pip install 'pysafetensors[{extra}]'\" in str(e), e\nelse:\n    raise SystemExit('no error')\n"
+        f"try:\n    safe_open(b'', {face!r})\nexcept MissingDependency:\n    pass\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, env=_env())
+
+
+def _env() -> dict[str, str]:
+    src = os.path.dirname(importlib.import_module("pysafetensors").__path__[0])
+    return {**os.environ, "PYTHONPATH": os.pathsep.join([src, os.environ.get("PYTHONPATH", "")])}

@@ -10,7 +10,7 @@ import pytest
 
 mx = pytest.importorskip("mlx.core")
 
-from _fw_cases import Case, FrameworkSuite, sample, same, upstream_equal  # noqa: E402
+from _fw_cases import Case, FrameworkSuite, same, upstream_equal
 
 SUPPORTED = frozenset(
     {"BOOL", "U8", "I8", "I16", "U16", "F16", "BF16", "I32", "U32", "F32", "C64", "F64", "I64", "U64"}

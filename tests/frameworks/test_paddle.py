@@ -13,11 +13,11 @@ with warnings.catch_warnings():
     warnings.simplefilter("ignore")
     paddle = pytest.importorskip("paddle")
 
-from _fw_cases import Case, FrameworkSuite, _write, np_dtype, sample, same, upstream_equal  # noqa: E402
+from _fw_cases import Case, FrameworkSuite, _write, np_dtype, same, sample, upstream_equal
 
-import pysafetensors.numpy as ps_numpy  # noqa: E402
-from pysafetensors import safe_open  # noqa: E402
-from pysafetensors.errors import InvalidDevice  # noqa: E402
+import pysafetensors.numpy as ps_numpy
+from pysafetensors import safe_open
+from pysafetensors.errors import InvalidDevice
 
 SUPPORTED = frozenset(
     {"BOOL", "U8", "I8", "I16", "U16", "F16", "BF16", "I32", "U32", "F32", "C64", "F64", "I64", "U64",
@@ -105,3 +105,20 @@ def test_equal_to_upstream_load(tmp_path: Any) -> None:
     # Upstream loads U16 as paddle.bfloat16 (its legacy alias), reinterpreting the bits.
     compared = upstream_equal(CASE, tmp_path, upstream.load_file, dtype_differs=frozenset({"U16"}))
     assert {"F32", "BF16", "I64", "BOOL", "F64", "F8_E4M3"} <= set(compared)
+
+
+def test_shares_aligned_buffers_of_the_map(tmp_path: Any) -> None:
+    arr = sample("BF16", (64,))
+    for pad in range(64):
+        data = ps_numpy.save({"x": arr}, metadata={"pad": "p" * pad})
+        start = 8 + int.from_bytes(data[:8], "little")
+        if start % 64 == 0:
+            break
+    path = _write(tmp_path, data)
+    with safe_open(path, "paddle") as f:
+        t = f.get_tensor("x")
+        addr = np.frombuffer(f._file.source.view(start, 2), np.uint8).ctypes.data
+    assert t.data_ptr() == addr and same(to_np(t), arr)
+    t[0] = 5.0  # writes reach private copy-on-write pages only
+    with open(path, "rb") as fh:
+        assert fh.read() == data

@@ -9,10 +9,10 @@ import pytest
 
 tf = pytest.importorskip("tensorflow")
 
-from _fw_cases import ALL_CODES, Case, FrameworkSuite, _write, sample, same, upstream_equal  # noqa: E402
+from _fw_cases import ALL_CODES, Case, FrameworkSuite, _write, same, sample, upstream_equal
 
-import pysafetensors.numpy as ps_numpy  # noqa: E402
-from pysafetensors import safe_open  # noqa: E402
+import pysafetensors.numpy as ps_numpy
+from pysafetensors import safe_open
 
 CASE = Case(
     face="tensorflow",

@@ -1,7 +1,7 @@
 """paddle <-> raw bytes.
 
 CPU tensors share the file's (copy-on-write) map through DLPack when the buffer is writable
-and 64-byte aligned; bfloat16 and the float8 kinds cross DLPack as same-size unsigned ints and
+and element-aligned; bfloat16 and the float8 kinds cross DLPack as same-size unsigned ints and
 are reinterpreted with ``Tensor.view(dtype)``, which keeps the buffer.  Other buffers are
 copied once.  Devices are passed to paddle (``cuda:N`` is paddle's ``gpu:N``); one paddle was
 not built for, or that the machine lacks, is an InvalidDevice error at ``safe_open`` time.
@@ -89,28 +89,24 @@ def _share(arr: np.ndarray, dtype: DType) -> Any:
     return t if t.dtype == target else t.view(target)
 
 
+def _shareable(arr: np.ndarray) -> bool:
+    # Unlike tensorflow, paddle's CPU kernels work on any element-aligned buffer (upstream
+    # shares unaligned ones too), so 64-byte alignment is not required.
+    return arr.size > 0 and arr.flags.writeable and arr.flags.c_contiguous and arr.ctypes.data % arr.itemsize == 0
+
+
 def from_numpy(arr: np.ndarray, dtype: DType, name: str = "", device: Device | None = None) -> Any:
     check_dtype(dtype, name)
-    if not _bridge.shareable(arr):
-        # Read-only, misaligned or empty: one copy into memory paddle may own and write.
-        arr = np.array(arr, order="C", copy=True) if arr.size else arr
-        if arr.size and not _bridge.aligned(arr):
-            arr = _aligned_copy(arr)
     if arr.size == 0:
         t = paddle.empty(list(arr.shape), dtype=paddle_dtype(dtype))
     else:
+        if not _shareable(arr):
+            # Read-only (caller's bytes) or misaligned: one copy into memory paddle may own.
+            arr = np.array(arr, order="C", copy=True)
         t = _share(arr, dtype)
     if device is not None and not device.is_cpu:
         t = t.to(paddle_device(device))
     return t
-
-
-def _aligned_copy(arr: np.ndarray) -> np.ndarray:
-    raw = np.empty(arr.nbytes + _bridge.ALIGNMENT, dtype=np.uint8)
-    start = (-raw.ctypes.data) % _bridge.ALIGNMENT
-    out = raw[start : start + arr.nbytes].view(arr.dtype).reshape(arr.shape)
-    out[...] = arr
-    return out
 
 
 def from_raw(raw: RawTensor, device: Device) -> Any:
