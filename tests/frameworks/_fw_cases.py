@@ -165,6 +165,21 @@ class FrameworkSuite:
         with pytest.raises(InvalidFramework):
             safe_open(path, c.names[0].upper())
 
+    @pytest.mark.parametrize("backend", ["mmap", "pread"])
+    def test_tensors_outlive_the_handle(self, tmp_path: Any, backend: str) -> None:
+        import gc
+
+        c = self.case
+        arrays = {f"t{i}": sample("F32", (i + 1, 16), seed=i) for i in range(4)}
+        path = _write(tmp_path, ps_numpy.save(arrays))
+        with safe_open(path, c.names[0], backend=backend) as f:
+            got = f.get_tensors()
+            one = f.get_tensor("t2")
+        del f
+        gc.collect()
+        assert all(same(c.to_np(got[k]), v) for k, v in arrays.items())
+        assert same(c.to_np(one), arrays["t2"])
+
     @pytest.mark.parametrize(
         "index",
         [0, -1, slice(None), slice(1, 3), (slice(None), 2), (Ellipsis, 1), (1, Ellipsis), (slice(0, 4, 2), slice(1, None)),

@@ -75,3 +75,20 @@ def test_equal_to_upstream_load(tmp_path: Any) -> None:
     upstream = pytest.importorskip("safetensors.flax")
     compared = upstream_equal(CASE, tmp_path, upstream.load_file)
     assert {"F32", "BF16", "I32", "BOOL"} <= set(compared)
+
+
+def test_64_bit_types_with_x64_are_exact(tmp_path: Any) -> None:
+    # jax_enable_x64 is process-wide: check it in a child interpreter.
+    import os
+    import subprocess
+    import sys
+
+    code = (
+        "import numpy as np, jax.numpy as jnp, pysafetensors.flax as fx\n"
+        "a = {'f': np.array([1/3], np.float64), 'i': np.array([2**40], np.int64), 'u': np.array([2**63], np.uint64)}\n"
+        "out = fx.load(fx.save({k: jnp.asarray(v) for k, v in a.items()}))\n"
+        "assert all(out[k].dtype == v.dtype and np.asarray(out[k]).tobytes() == v.tobytes() for k, v in a.items()), out\n"
+    )
+    src = os.path.dirname(os.path.dirname(ps_numpy.__file__))
+    env = {**os.environ, "JAX_ENABLE_X64": "1", "PYTHONPATH": src}
+    subprocess.run([sys.executable, "-c", code], check=True, env=env, timeout=120)

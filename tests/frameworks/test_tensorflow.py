@@ -67,3 +67,11 @@ def test_equal_to_upstream_load(tmp_path: Any) -> None:
     upstream = pytest.importorskip("safetensors.tensorflow")
     compared = upstream_equal(CASE, tmp_path, upstream.load_file)
     assert {"F32", "BF16", "I64", "BOOL", "F64"} <= set(compared)
+
+
+def test_sparse_tensors_are_a_clear_error() -> None:
+    from pysafetensors.errors import SerializeError
+
+    sparse = tf.sparse.SparseTensor(indices=[[0, 0]], values=[1.0], dense_shape=[2, 2])
+    with pytest.raises(SerializeError, match="'s'"):
+        CASE.module.save({"s": sparse})

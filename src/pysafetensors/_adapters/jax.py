@@ -52,8 +52,12 @@ def _cpu() -> Any:
     return jax.devices("cpu")[0]
 
 
+def _x64() -> bool:
+    return bool(jax.config.read("jax_enable_x64"))
+
+
 def _check_x64(arr: np.ndarray, dtype: DType, name: str) -> None:
-    if dtype.bits != 64 or dtype.kind not in ("int", "uint") or jax.config.jax_enable_x64 or arr.size == 0:
+    if dtype.bits != 64 or dtype.kind not in ("int", "uint") or _x64() or arr.size == 0:
         return
     info = np.iinfo(np.int32 if dtype.kind == "int" else np.uint32)
     if arr.min() < info.min or arr.max() > info.max:

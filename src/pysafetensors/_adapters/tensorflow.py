@@ -92,7 +92,10 @@ def to_numpy(obj: Any, name: str) -> np.ndarray:
         return np.asarray(obj)
     if not tf.is_tensor(obj):
         raise SerializeError(f"tensor {name!r}: expected a tf.Tensor, got {type(obj).__name__}", tensor=name)
-    t = tf.convert_to_tensor(obj)  # a variable's current value; a no-op for tensors
+    try:
+        t = tf.convert_to_tensor(obj)  # a variable's current value; a no-op for dense tensors
+    except (TypeError, ValueError) as e:  # sparse and ragged tensors have no dense buffer
+        raise SerializeError(f"tensor {name!r}: {type(obj).__name__} is not a dense tensor: {e}", tensor=name) from e
     if "CPU" in (t.device or "CPU"):
         np_dtype = t.dtype.as_numpy_dtype
         try:
