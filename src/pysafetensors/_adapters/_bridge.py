@@ -10,14 +10,13 @@ and hands it to ``numpy.to_write_item``.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from .._device import Device
 from ..errors import InvalidDevice, UnsupportedDtype
-from ..format.dtypes import DType, all_dtypes
+from ..format.dtypes import DType
 from ..format.slicing import plan_slice
 from ..reader import RawTensor, SafeFile
 from ..writer import WriteItem
@@ -42,10 +41,6 @@ def unsupported(dtype: DType, framework: str, name: str = "", why: str = "") -> 
         dtype=dtype.code,
         framework=framework,
     )
-
-
-def supported_codes(has: Callable[[DType], bool]) -> frozenset[str]:
-    return frozenset(d.code for d in all_dtypes() if has(d))
 
 
 def cpu_only(device: Device, framework: str) -> None:
@@ -74,20 +69,11 @@ def slice_raw(file: SafeFile, name: str, index: Any) -> RawTensor:
     return file.raw_slice(name, plan_slice(info.shape, info.dtype, index, name=name))
 
 
-def aligned(arr: np.ndarray) -> bool:
-    return arr.size > 0 and arr.ctypes.data % ALIGNMENT == 0
-
-
 def shareable(arr: np.ndarray) -> bool:
-    """True when DLPack may export ``arr`` without a copy and the framework may keep it."""
-    return aligned(arr) and arr.flags.writeable and arr.flags.c_contiguous
+    """True when DLPack may export ``arr`` without a copy and an Eigen/XLA kernel may use it."""
+    return arr.size > 0 and arr.ctypes.data % ALIGNMENT == 0 and arr.flags.writeable and arr.flags.c_contiguous
 
 
 def write_item(name: str, array: np.ndarray) -> WriteItem:
     """A numpy array (already converted from a framework tensor) as a WriteItem."""
     return np_adapter.to_write_item(name, array)
-
-
-def same_size_uint(dtype: np.dtype) -> np.dtype:
-    """The unsigned integer dtype of the same size: how bfloat16/float8 cross DLPack."""
-    return np.dtype(f"u{dtype.itemsize}")
