@@ -22,6 +22,12 @@ FRAMEWORKS: dict[str, str] = {
     "pytorch": "torch",
     "np": "numpy",
     "numpy": "numpy",
+    "jax": "jax",
+    "flax": "jax",
+    "tf": "tensorflow",
+    "tensorflow": "tensorflow",
+    "paddle": "paddle",
+    "mlx": "mlx",
 }
 
 

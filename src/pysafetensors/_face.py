@@ -1,0 +1,48 @@
+"""What the numpy-based framework faces (flax, tensorflow, paddle, mlx) share.
+
+Each face is upstream's four functions over one adapter; the caller's dict is only read.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from types import ModuleType
+from typing import Any
+
+from ._device import parse_device
+from .errors import UnsupportedValue
+from .handle import open_bytes, safe_open
+from .writer import WriteItem, write_bytes, write_file
+
+
+def _items(adapter: ModuleType, tensors: Mapping[str, Any], kind: str) -> list[WriteItem]:
+    if not isinstance(tensors, Mapping):
+        raise UnsupportedValue(f"Expected a dict of [str, {kind}] but received {type(tensors)}")
+    # A new list of write items: unlike upstream's faces, the caller's dict is never rewritten.
+    return [adapter.to_write_item(name, value) for name, value in tensors.items()]
+
+
+def save(adapter: ModuleType, kind: str, tensors: Mapping[str, Any], metadata: Mapping[str, str] | None) -> bytes:
+    return write_bytes(_items(adapter, tensors, kind), metadata)
+
+
+def save_file(
+    adapter: ModuleType,
+    kind: str,
+    tensors: Mapping[str, Any],
+    filename: str | os.PathLike[str],
+    metadata: Mapping[str, str] | None,
+) -> None:
+    write_file(_items(adapter, tensors, kind), filename, metadata)
+
+
+def load(adapter: ModuleType, data: Any, device: Any = "cpu") -> dict[str, Any]:
+    dev = parse_device(device)
+    adapter.check_device(dev)
+    return {raw.name: adapter.from_raw(raw, dev) for raw in open_bytes(data).raw_all()}
+
+
+def load_file(framework: str, filename: Any, device: Any = "cpu", backend: str = "mmap") -> dict[str, Any]:
+    with safe_open(filename, framework=framework, device=device, backend=backend) as f:
+        return f.get_tensors()
