@@ -219,13 +219,15 @@ def write_sharded(
     *,
     max_shard_size: int | str = DEFAULT_MAX_SHARD_SIZE,
     metadata: Mapping[str, str] | None = None,
+    shard_metadata: Mapping[str, str] | None = None,
     storage_ids: Mapping[str, Hashable] | None = None,
     basename: str = "model",
     variant: str | None = None,
 ) -> str:
     """Write ``items`` as Hugging Face shards (+ index when more than one) into ``directory``.
 
-    Every shard carries ``metadata``; the index has ``{"total_size": ..., **metadata}``.
+    Every shard's header carries ``shard_metadata`` (default: ``metadata``); the index has
+    ``{"total_size": ..., **metadata}``.
     Items with the same ``storage_ids`` value stay in one shard.  Stale shards of an earlier
     save with the same base name are removed afterwards.  Returns the index path, or the
     single file's path when everything fits in one shard.
@@ -244,7 +246,11 @@ def write_sharded(
     files = shard_names(len(plan), basename, variant)
     os.makedirs(directory, exist_ok=True)
     for shard_file, shard in zip(files, plan):
-        write_file([by_name[n] for n in shard], os.path.join(directory, shard_file), metadata)
+        write_file(
+            [by_name[n] for n in shard],
+            os.path.join(directory, shard_file),
+            metadata if shard_metadata is None else shard_metadata,
+        )
     index_path = os.path.join(directory, index_file_name(basename, variant))
     if len(plan) > 1:
         index = ShardIndex(

@@ -221,8 +221,8 @@ def save_sharded(
     """Save tensors as a Hugging Face sharded checkpoint in ``directory`` (as save_pretrained does).
 
     ``model-00001-of-00003.safetensors`` ... plus ``model.safetensors.index.json`` (a single
-    shard is a plain ``model.safetensors``); every shard gets ``{"format": "pt"}`` unless
-    ``metadata`` says otherwise.  ``max_shard_size`` is bytes or "5GB"/"500MB" (decimal
+    shard is a plain ``model.safetensors``); every shard's header gets ``{"format": "pt"}``
+    plus ``metadata``, the index ``{"total_size": ...}`` plus ``metadata``.  ``max_shard_size`` is bytes or "5GB"/"500MB" (decimal
     units); greedy in key order; tensors viewing one storage stay in one shard (tensors that
     overlap are refused, as by save_file).  Returns the index path (or the single file's path).
     """
@@ -230,9 +230,13 @@ def save_sharded(
 
     items = _items(tensors)
     ids = {k: (str(v.device), storage_ptr(v)) for k, v in tensors.items() if storage_ptr(v) != 0}
-    meta = {"format": "pt", **dict(metadata or {})}
     return write_sharded(
-        items, directory, max_shard_size=max_shard_size, metadata=meta, storage_ids=ids,
+        items,
+        directory,
+        max_shard_size=max_shard_size,
+        metadata=metadata,
+        shard_metadata={"format": "pt", **dict(metadata or {})},
+        storage_ids=ids,
         basename=basename, variant=variant,
     )
 

@@ -107,7 +107,8 @@ def parse_index(data: bytes | str, name: str = "index") -> ShardIndex:
     weight_map = obj.get("weight_map")
     if not isinstance(weight_map, dict):
         raise InvalidIndex(f"{name}: 'weight_map' must be an object of tensor name -> shard file")
-    metadata = obj.get("metadata") or {}
+    metadata = obj.get("metadata")
+    metadata = {} if metadata is None else metadata
     if not isinstance(metadata, dict):
         raise InvalidIndex(f"{name}: 'metadata' must be an object, found {type(metadata).__name__}")
     for tensor, shard in weight_map.items():
