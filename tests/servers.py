@@ -28,7 +28,7 @@ class RangeServer:
 
     Options: ``ignore_range`` (always 200 + whole body), ``fail_first`` (that many requests
     answered ``fail_status``, or dropped mid-body when ``fail_status`` is "reset"),
-    ``token`` (require ``Authorization: Bearer <token>``).
+    ``token`` (require ``Authorization: Bearer <token>``), ``redirects`` (path -> URL, 302).
     """
 
     def __init__(
@@ -39,8 +39,11 @@ class RangeServer:
         fail_first: int = 0,
         fail_status: int | str = 503,
         token: str | None = None,
+        redirects: dict[str, str] | None = None,
     ) -> None:
         self.files = dict(files)
+        self.redirects = dict(redirects or {})  # path -> absolute URL (302)
+        self.auth_seen: list[str | None] = []
         self.ignore_range = ignore_range
         self.fail_first = fail_first
         self.fail_status = fail_status
@@ -86,6 +89,10 @@ class RangeServer:
             if failing:
                 self.fail_first -= 1
         path = h.path.split("?", 1)[0].lstrip("/")
+        with self.lock:
+            self.auth_seen.append(h.headers.get("Authorization"))
+        if path in self.redirects:
+            return self.reply(h, 302, b"", extra={"Location": self.redirects[path]})
         if self.token is not None and h.headers.get("Authorization") != f"Bearer {self.token}":
             return self.reply(h, 401, b"unauthorized")
         if failing and self.fail_status != "reset":

@@ -282,3 +282,14 @@ def test_all_tensors_cost_one_pass(server: RangeServer, blob: bytes, tensors: di
     out = load_file(server.url("model.safetensors"))
     assert set(out) == set(tensors)
     assert server.log.bytes_sent == len(blob)  # prefix + the rest, no byte twice
+
+
+def test_redirects_followed_without_leaking_credentials(blob: bytes, tensors: dict[str, np.ndarray]) -> None:
+    with RangeServer({"cdn/m.safetensors": blob}) as cdn:
+        # Another host name for the same machine: "localhost" vs "127.0.0.1" differ as netlocs.
+        target = f"http://localhost:{cdn.port}/cdn/m.safetensors"
+        with RangeServer({}, redirects={"m.safetensors": target}, token="s3cret") as hub:
+            with safe_open(hub.url("m.safetensors"), "np", storage_options={"token": "s3cret"}) as f:
+                np.testing.assert_array_equal(f.get_slice("big")[5:6], tensors["big"][5:6])
+            assert hub.log.requests >= 1 and set(hub.auth_seen) == {"Bearer s3cret"}
+        assert cdn.log.requests >= 1 and set(cdn.auth_seen) == {None}

@@ -113,7 +113,7 @@ class _RangedSource:
     def _split_large(self, groups: list[list[tuple[int, memoryview]]]) -> list[list[tuple[int, memoryview]]]:
         # A big single range becomes chunk_size pieces fetched concurrently (far faster over
         # real networks than one stream); each piece fills its own slice of the caller's buffer.
-        out = []
+        out: list[list[tuple[int, memoryview]]] = []
         for g in groups:
             if len(g) == 1 and self.max_workers > 1 and len(g[0][1]) > self.chunk_size:
                 offset, view = g[0]
