@@ -44,6 +44,8 @@ class RangeServer:
         self.files = dict(files)
         self.redirects = dict(redirects or {})  # path -> absolute URL (302)
         self.auth_seen: list[str | None] = []
+        self.connections: set[tuple[str, int]] = set()  # client (host, port): one per TCP connection
+        self.require_query: str | None = None  # answer 403 unless the query string is exactly this
         self.ignore_range = ignore_range
         self.fail_first = fail_first
         self.fail_status = fail_status
@@ -91,6 +93,9 @@ class RangeServer:
         path = h.path.split("?", 1)[0].lstrip("/")
         with self.lock:
             self.auth_seen.append(h.headers.get("Authorization"))
+            self.connections.add(h.client_address[:2])
+        if self.require_query is not None and h.path.partition("?")[2] != self.require_query:
+            return self.reply(h, 403, b"signature expired")
         if path in self.redirects:
             return self.reply(h, 302, b"", extra={"Location": self.redirects[path]})
         if self.token is not None and h.headers.get("Authorization") != f"Bearer {self.token}":
@@ -122,7 +127,8 @@ class RangeServer:
             h.close_connection = True
             h.connection.shutdown(socket.SHUT_RDWR)
             return None
-        return self.reply(h, 206, body, extra={"Content-Range": f"bytes {start}-{end}/{size}"}, head=head)
+        extra = {"Content-Range": f"bytes {start}-{end}/{size}", "ETag": f'"{hash(data) & 0xFFFFFFFF:x}"'}
+        return self.reply(h, 206, body, extra=extra, head=head)
 
     def reply(
         self, h: BaseHTTPRequestHandler, status: int, body: bytes, extra: dict[str, str] | None = None, head: bool = False

@@ -195,7 +195,12 @@ def load_file_cooperative(
             if a < b:
                 f.source.read_into(f.header.data_start + t.begin + (a - at), mine_view[a - lo : b - lo])
         gathered = torch.empty(chunk * w, dtype=torch.uint8)
-        dist.all_gather(list(gathered.split(chunk)), mine, group=group)
+        if dist.get_backend(group) == "nccl":  # nccl moves CUDA tensors only: gather there, come back
+            on_gpu = torch.empty(chunk * w, dtype=torch.uint8, device="cuda")
+            dist.all_gather(list(on_gpu.split(chunk)), mine.cuda(), group=group)
+            gathered.copy_(on_gpu)
+        else:
+            dist.all_gather(list(gathered.split(chunk)), mine, group=group)
         data = memoryview(gathered.numpy())
         raws = [RawTensor(t.name, t.dtype, t.shape, data[at : at + t.nbytes], False, True) for _, t, at in layout]
         return _convert(adapter, raws, dev)

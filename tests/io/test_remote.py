@@ -293,3 +293,52 @@ def test_redirects_followed_without_leaking_credentials(blob: bytes, tensors: di
                 np.testing.assert_array_equal(f.get_slice("big")[5:6], tensors["big"][5:6])
             assert hub.log.requests >= 1 and set(hub.auth_seen) == {"Bearer s3cret"}
         assert cdn.log.requests >= 1 and set(cdn.auth_seen) == {None}
+
+
+def test_file_replaced_while_open_is_detected(blob: bytes) -> None:
+    other = bytearray(blob)
+    other[-1] ^= 0xFF  # same size, other content: only the ETag tells
+    with RangeServer({"m.safetensors": blob}) as s:
+        with safe_open(s.url("m.safetensors"), "np") as f:
+            s.files["m.safetensors"] = bytes(other)
+            with pytest.raises(RemoteError, match="changed while open"):
+                f.get_tensor("big")
+
+
+def test_fsspec_many_ranges_use_cat_ranges(blob: bytes, tensors: dict[str, np.ndarray]) -> None:
+    fsspec = pytest.importorskip("fsspec")
+    from pysafetensors.io.remote import FsspecSource
+
+    fs = fsspec.filesystem("memory")
+    fs.pipe("/pst-ranges/m.safetensors", blob)
+    calls = []
+    try:
+        src = FsspecSource("memory://pst-ranges/m.safetensors", coalesce_gap=0)
+        original = src.fs.cat_ranges
+        src.fs.cat_ranges = lambda *a, **k: calls.append(len(a[0])) or original(*a, **k)
+        with safe_open(src, "np") as f:
+            np.testing.assert_array_equal(f.get_slice("big")[300:310, 1:3], tensors["big"][300:310, 1:3])
+        assert calls == [10]
+    finally:
+        fs.rm("/pst-ranges", recursive=True)
+
+
+def test_keep_alive_connections_are_reused(server: RangeServer, tensors: dict[str, np.ndarray]) -> None:
+    with safe_open(server.url("model.safetensors"), "np") as f:
+        for i in range(20):
+            np.testing.assert_array_equal(f.get_slice("big")[i * 40 : i * 40 + 3], tensors["big"][i * 40 : i * 40 + 3])
+    assert server.log.requests >= 15  # the first rows come with the prefix
+    assert len(server.connections) <= 2  # the first (urllib) connection, then one kept alive
+
+
+def test_expired_signed_redirect_is_resolved_again(blob: bytes, tensors: dict[str, np.ndarray]) -> None:
+    with RangeServer({"cdn/m.safetensors": blob}) as cdn:
+        cdn.require_query = "sig=1"
+        with RangeServer({}, redirects={"m.safetensors": cdn.url("cdn/m.safetensors?sig=1")}) as hub:
+            with safe_open(hub.url("m.safetensors"), "np") as f:
+                np.testing.assert_array_equal(f.get_slice("big")[1:2], tensors["big"][1:2])
+                assert hub.log.requests == 1  # later requests go straight to the CDN URL
+                cdn.require_query = "sig=2"  # the old signature expires...
+                hub.redirects["m.safetensors"] = cdn.url("cdn/m.safetensors?sig=2")
+                np.testing.assert_array_equal(f.get_slice("big")[900:903], tensors["big"][900:903])
+            assert hub.log.requests == 2  # ...so the client asked the original URL again

@@ -23,6 +23,7 @@ from typing import Any
 
 from .._optional import require
 from ..errors import FileClosed, MissingBackend, RangeNotSupported, RemoteError, SourceError
+from ._http_client import HttpClient
 
 PREFETCH = 100_001  # bytes=0-100000: covers almost every real header
 RETRY_STATUS = frozenset({408, 425, 429, 500, 502, 503, 504})
@@ -43,18 +44,6 @@ def _redact(url: str) -> str:
     if p.port:
         host = f"{host}:{p.port}"
     return urllib.parse.urlunsplit((p.scheme, host, p.path, "", ""))
-
-
-class _NoAuthAcrossHosts(urllib.request.HTTPRedirectHandler):
-    """Follow redirects (the Hub redirects to a CDN) but never send credentials to another host."""
-
-    def redirect_request(self, req: Any, fp: Any, code: int, msg: str, headers: Any, newurl: str) -> Any:
-        new = super().redirect_request(req, fp, code, msg, headers, newurl)
-        if new is not None and urllib.parse.urlsplit(newurl).netloc != urllib.parse.urlsplit(req.full_url).netloc:
-            for key in list(new.headers):
-                if key.lower() in ("authorization", "cookie"):
-                    del new.headers[key]
-        return new
 
 
 def _coalesce(requests: Sequence[tuple[int, memoryview]], gap: int) -> list[list[tuple[int, memoryview]]]:
@@ -201,10 +190,11 @@ class HTTPSource(_RangedSource):
         self.requests = 0  # counters, for the curious and for tests
         self.bytes_received = 0
         self._count_lock = threading.Lock()
-        self._opener = urllib.request.build_opener(_NoAuthAcrossHosts())
+        self._client = HttpClient(url, self._headers, timeout)
         self._closed = False
         self._prefix = b""
         self.size = 0
+        self.etag: str | None = None  # a strong ETag of the first reply: later replies must match
         self._open()
 
     # --- the first request: size and prefix -----------------------------------------
@@ -215,6 +205,7 @@ class HTTPSource(_RangedSource):
                 return
             _, _, total = self._content_range(resp, 0)
             self.size = total
+            self.etag = _strong_etag(resp)
             want = min(total, PREFETCH)
             buf = memoryview(bytearray(want))
             got = self._read_body(resp, buf)
@@ -274,9 +265,12 @@ class HTTPSource(_RangedSource):
                     url=self.name,
                 )
             _, _, total = self._content_range(resp, offset + done)
-            if total != self.size:
+            etag = _strong_etag(resp)
+            if total != self.size or (self.etag and etag and etag != self.etag):
                 raise RemoteError(
-                    f"{self.name}: the file changed size while open ({self.size} -> {total} bytes)", url=self.name
+                    f"{self.name}: the file changed while open (size {self.size} -> {total}, "
+                    f"ETag {self.etag} -> {etag}); reopen it",
+                    url=self.name,
                 )
             done += self._read_body(resp, view[done:])
             if done < len(view):
@@ -305,11 +299,10 @@ class HTTPSource(_RangedSource):
             if self._closed:
                 raise FileClosed("File is closed")
             rng = byte_range() if callable(byte_range) else byte_range
-            request = urllib.request.Request(self.url, headers={**self._headers, "Range": rng})
             self._count(0, request=True)
             wait: float | None = None
             try:
-                with self._opener.open(request, timeout=self.timeout) as resp:
+                with self._client.get({"Range": rng}) as resp:
                     handle(resp)
                 return
             except urllib.error.HTTPError as e:
@@ -343,6 +336,10 @@ class HTTPSource(_RangedSource):
         if self.size:  # 416 for bytes=0- on a non-empty file is nonsense
             raise self._status_error(416, "bytes=0-") from e
 
+    def close(self) -> None:
+        self._closed = True
+        self._client.close()
+
     def _status_error(self, code: int, rng: str) -> Exception:
         if code == 404 or code == 410:
             return FileNotFoundError(f"No such file or directory: {self.name}")
@@ -350,6 +347,11 @@ class HTTPSource(_RangedSource):
         if code in (401, 403):
             hint = " (pass a token: storage_options={'token': ...} or headers={'Authorization': ...})"
         return RemoteError(f"{self.name}: HTTP {code} for Range {rng}{hint}", url=self.name, status=code)
+
+
+def _strong_etag(resp: Any) -> str | None:
+    etag = resp.headers.get("ETag")
+    return etag if etag and not etag.startswith("W/") else None
 
 
 def _retry_after(value: str | None) -> float | None:
