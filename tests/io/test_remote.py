@@ -298,11 +298,10 @@ def test_redirects_followed_without_leaking_credentials(blob: bytes, tensors: di
 def test_file_replaced_while_open_is_detected(blob: bytes) -> None:
     other = bytearray(blob)
     other[-1] ^= 0xFF  # same size, other content: only the ETag tells
-    with RangeServer({"m.safetensors": blob}) as s:
-        with safe_open(s.url("m.safetensors"), "np") as f:
-            s.files["m.safetensors"] = bytes(other)
-            with pytest.raises(RemoteError, match="changed while open"):
-                f.get_tensor("big")
+    with RangeServer({"m.safetensors": blob}) as s, safe_open(s.url("m.safetensors"), "np") as f:
+        s.files["m.safetensors"] = bytes(other)
+        with pytest.raises(RemoteError, match="changed while open"):
+            f.get_tensor("big")
 
 
 def test_fsspec_many_ranges_use_cat_ranges(blob: bytes, tensors: dict[str, np.ndarray]) -> None:

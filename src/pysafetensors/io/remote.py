@@ -18,14 +18,13 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from .._optional import require
 from ..errors import FileClosed, MissingBackend, RangeNotSupported, RemoteError, SourceError
 from ._http_client import HttpClient
+from ._ranged import PREFETCH, RangedSource, coalesce
 
-PREFETCH = 100_001  # bytes=0-100000: covers almost every real header
 RETRY_STATUS = frozenset({408, 425, 429, 500, 502, 503, 504})
 _CONTENT_RANGE = re.compile(r"^\s*bytes\s+(?:(\d+)-(\d+)|\*)\s*/\s*(\d+|\*)\s*$", re.IGNORECASE)
 _TRANSIENT = (
@@ -46,103 +45,7 @@ def _redact(url: str) -> str:
     return urllib.parse.urlunsplit((p.scheme, host, p.path, "", ""))
 
 
-def _coalesce(requests: Sequence[tuple[int, memoryview]], gap: int) -> list[list[tuple[int, memoryview]]]:
-    """Group (offset, buffer) requests whose holes are at most ``gap`` bytes, in offset order."""
-    groups: list[list[tuple[int, memoryview]]] = []
-    end = -1
-    for offset, buf in sorted(requests, key=lambda r: r[0]):
-        if groups and offset - end <= gap:
-            groups[-1].append((offset, buf))
-            end = max(end, offset + len(buf))
-        else:
-            groups.append([(offset, buf)])
-            end = offset + len(buf)
-    return groups
-
-
-class _RangedSource:
-    """Shared logic: the cached prefix, bounds checks, coalescing, parallel fetches."""
-
-    name: str
-    size: int
-    coalesce_gap: int
-    max_workers: int
-    chunk_size: int = 16 << 20
-    _prefix: bytes
-    _closed: bool
-
-    def _fetch(self, offset: int, view: memoryview) -> None:  # one request's worth
-        raise NotImplementedError
-
-    def _check(self, offset: int, n: int) -> None:
-        if self._closed:
-            raise FileClosed("File is closed")
-        if offset < 0 or offset + n > self.size:
-            raise SourceError(
-                f"{self.name}: read of {n} bytes at offset {offset} runs past the end ({self.size} bytes)",
-                offset=offset,
-            )
-
-    def read_into(self, offset: int, buffer: memoryview) -> None:
-        self.read_ranges([(offset, buffer)])
-
-    def read_ranges(self, requests: Sequence[tuple[int, memoryview]]) -> None:
-        """Fill many (offset, buffer) pairs: nearby ranges share a request, groups run concurrently."""
-        todo = []
-        for offset, buffer in requests:
-            view = buffer.cast("B") if buffer.format != "B" else buffer
-            self._check(offset, len(view))
-            cached = max(0, min(len(view), len(self._prefix) - offset))
-            if cached:  # the part already fetched with the header
-                view[:cached] = self._prefix[offset : offset + cached]
-            if cached < len(view):
-                todo.append((offset + cached, view[cached:]))
-        self._fetch_parallel(todo)
-
-    def _split_large(self, groups: list[list[tuple[int, memoryview]]]) -> list[list[tuple[int, memoryview]]]:
-        # A big single range becomes chunk_size pieces fetched concurrently (far faster over
-        # real networks than one stream); each piece fills its own slice of the caller's buffer.
-        out: list[list[tuple[int, memoryview]]] = []
-        for g in groups:
-            if len(g) == 1 and self.max_workers > 1 and len(g[0][1]) > self.chunk_size:
-                offset, view = g[0]
-                out.extend([(offset + i, view[i : i + self.chunk_size])] for i in range(0, len(view), self.chunk_size))
-            else:
-                out.append(g)
-        return out
-
-    def _fetch_parallel(self, requests: Sequence[tuple[int, memoryview]]) -> None:
-        groups = self._split_large(_coalesce(requests, self.coalesce_gap))
-        if not groups:
-            return
-        if len(groups) == 1 and len(groups[0]) == 1:
-            self._fetch(*groups[0][0])
-            return
-        if self.max_workers <= 1 or len(groups) == 1:
-            for g in groups:
-                self._fetch_group(g)
-            return
-        with ThreadPoolExecutor(min(self.max_workers, len(groups))) as pool:
-            for f in [pool.submit(self._fetch_group, g) for g in groups]:
-                f.result()
-
-    def _fetch_group(self, group: list[tuple[int, memoryview]]) -> None:
-        if len(group) == 1:
-            self._fetch(*group[0])
-            return
-        start = group[0][0]
-        end = max(o + len(b) for o, b in group)
-        # One request for the span; the holes (at most coalesce_gap each) are read and dropped.
-        span = memoryview(bytearray(end - start))
-        self._fetch(start, span)
-        for offset, buf in group:
-            buf[:] = span[offset - start : offset - start + len(buf)]
-
-    def close(self) -> None:
-        self._closed = True
-
-
-class HTTPSource(_RangedSource):
+class HTTPSource(RangedSource):
     """An ``http://`` or ``https://`` file read with Range requests (urllib, no dependency).
 
     Args:
@@ -361,7 +264,7 @@ def _retry_after(value: str | None) -> float | None:
         return None
 
 
-class FsspecSource(_RangedSource):
+class FsspecSource(RangedSource):
     """A file behind any fsspec URL (``s3://``, ``gs://``, ``memory://``, ``hf://``...).
 
     ``storage_options`` go to the filesystem (credentials, endpoint_url, anon=True...).
@@ -419,7 +322,7 @@ class FsspecSource(_RangedSource):
         view[:] = self._cat(offset, offset + len(view))
 
     def _fetch_parallel(self, requests: Sequence[tuple[int, memoryview]]) -> None:
-        groups = _coalesce(requests, self.coalesce_gap)
+        groups = coalesce(requests, self.coalesce_gap)
         if len(groups) <= 1:
             for g in groups:
                 self._fetch_group(g)
