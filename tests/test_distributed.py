@@ -7,6 +7,7 @@ import socket
 import subprocess
 import sys
 import textwrap
+import time
 
 import numpy as np
 import pytest
@@ -81,6 +82,8 @@ def test_two_gloo_ranks(tmp_path, state: dict) -> None:
 
     here = os.path.dirname(os.path.dirname(os.path.abspath(pysafetensors.__file__)))  # the package under test
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([here, *sys.path]), "OMP_NUM_THREADS": "1"}
+    if sys.platform.startswith("linux"):
+        env.setdefault("GLOO_SOCKET_IFNAME", "lo")  # stay on loopback whatever the host name resolves to
     with RangeServer({"single.safetensors": blob}) as server:
         port = str(_free_port())
         procs = [
@@ -92,9 +95,10 @@ def test_two_gloo_ranks(tmp_path, state: dict) -> None:
             for r in range(WORLD)
         ]
         logs = []
+        deadline = time.monotonic() + 90  # for the whole job: it can never hang the suite
         try:
             for p in procs:
-                logs.append(p.communicate(timeout=90)[0].decode(errors="replace"))
+                logs.append(p.communicate(timeout=max(1, deadline - time.monotonic()))[0].decode(errors="replace"))
         finally:
             for p in procs:
                 if p.poll() is None:

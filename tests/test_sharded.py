@@ -213,3 +213,12 @@ def test_torch_shared_storage_stays_together(tmp_path) -> None:
     assert all(torch.equal(loaded[k], v) for k, v in state.items())
     with pytest.raises(RuntimeError, match="share memory"):
         torch_save_sharded({"a": fused, "b": fused[:10]}, tmp_path / "bad")
+
+
+def test_oversized_index_is_refused_before_reading(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import pysafetensors.sharded as sharded
+
+    path = _write_index(tmp_path, {f"t{i}": "model-00001-of-00001.safetensors" for i in range(100)})
+    monkeypatch.setattr(sharded, "INDEX_CAP", 1000)
+    with pytest.raises(InvalidIndex, match="cap"):
+        safe_open(path, "np")

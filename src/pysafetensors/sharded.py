@@ -15,7 +15,7 @@ from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from typing import Any
 
 from .errors import FileClosed, InvalidIndex, SerializeError, TensorNotFound
-from .format.header import TensorInfo
+from .format.header import HEADER_CAP, TensorInfo
 from .format.index import (
     DEFAULT_MAX_SHARD_SIZE,
     INDEX_SUFFIX,
@@ -34,6 +34,8 @@ from .reader import RawTensor, SafeFile
 from .writer import WriteItem, write_file
 
 # --- reading ------------------------------------------------------------------------------
+
+INDEX_CAP = HEADER_CAP  # an index lists names like a header does; the same cap bounds memory
 
 
 class ShardedFile:
@@ -175,6 +177,11 @@ def open_index(location: Any, backend: str = "mmap", storage_options: Mapping[st
     location = os.fspath(location) if isinstance(location, os.PathLike) else location
     src = open_source(location, backend, storage_options)
     try:
+        if src.size > INDEX_CAP:
+            raise InvalidIndex(
+                f"{getattr(src, 'name', location)}: index is {src.size} bytes, over the {INDEX_CAP}-byte cap",
+                size=src.size,
+            )
         data = bytearray(src.size)
         src.read_into(0, memoryview(data))
     finally:
