@@ -216,7 +216,7 @@ def test_torch_shared_storage_stays_together(tmp_path) -> None:
 
 
 def test_oversized_index_is_refused_before_reading(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import pysafetensors.sharded as sharded
+    from pysafetensors import sharded
 
     path = _write_index(tmp_path, {f"t{i}": "model-00001-of-00001.safetensors" for i in range(100)})
     monkeypatch.setattr(sharded, "INDEX_CAP", 1000)
