@@ -81,3 +81,8 @@ def test_missing_local_file_keeps_upstream_wording(tmp_path) -> None:
     missing = os.path.join(tmp_path, "none.safetensors")
     with pytest.raises(FileNotFoundError, match="No such file or directory"):
         safe_open(missing, "np")
+
+
+def test_unknown_http_option_lists_the_known_ones() -> None:
+    with pytest.raises(TypeError, match="known options: headers, token"):
+        registry.open_source("http://127.0.0.1:9/m.safetensors", storage_options={"anon": True})

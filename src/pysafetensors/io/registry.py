@@ -85,7 +85,15 @@ def open_source(obj: Any, backend: str = "mmap", storage_options: Mapping[str, A
     cls = source_class(scheme)
     if REGISTRY.get(scheme, FSSPEC) is FSSPEC:
         return cls(obj, storage_options=options)
-    return cls(obj, **options)
+    try:
+        return cls(obj, **options)
+    except TypeError as e:
+        if "unexpected keyword argument" not in str(e):
+            raise
+        import inspect
+
+        known = [n for n, p in inspect.signature(cls).parameters.items() if p.kind is p.KEYWORD_ONLY]
+        raise TypeError(f"unknown storage option for {scheme}:// URLs ({e}); known options: {', '.join(known)}") from e
 
 
 def _file_url_path(url: str) -> str:

@@ -139,6 +139,10 @@ class HTTPSource(RangedSource):
         self._prefix = data  # every later read is served from memory
 
     def _content_range(self, resp: Any, expected_start: int) -> tuple[int, int, int]:
+        encoding = resp.headers.get("Content-Encoding", "identity").strip().lower()
+        if encoding not in ("", "identity"):
+            # Ranges would then count compressed bytes: the data could not be trusted.
+            raise RemoteError(f"{self.name}: the server compressed a ranged reply ({encoding})", url=self.name)
         value = resp.headers.get("Content-Range", "")
         m = _CONTENT_RANGE.match(value)
         if not m or m.group(3) == "*" or m.group(1) is None:
