@@ -20,7 +20,7 @@ from pysafetensors.numpy import save, save_file
     ("obj", "scheme"),
     [("https://x/y", "https"), ("HTTP://x", "http"), ("s3://b/k", "s3"), ("memory://a", "memory"),
      ("hf://org/repo/model.safetensors", "hf"), ("C:\\model.safetensors", None), ("c://x", None),
-     ("relative/path", None), (b"https://x", None), ("simplecache::s3://b", None)],
+     ("relative/path", None), (b"https://x", None), ("simplecache::s3://b", "simplecache"), ("a::b", None)],
 )
 def test_url_scheme(obj: object, scheme: str | None) -> None:
     assert registry.url_scheme(obj) == scheme
@@ -86,3 +86,17 @@ def test_missing_local_file_keeps_upstream_wording(tmp_path) -> None:
 def test_unknown_http_option_lists_the_known_ones() -> None:
     with pytest.raises(TypeError, match="known options: headers, token"):
         registry.open_source("http://127.0.0.1:9/m.safetensors", storage_options={"anon": True})
+
+
+def test_fsspec_chained_url(tmp_path) -> None:
+    fsspec = pytest.importorskip("fsspec")
+    data = save({"a": np.arange(5, dtype=np.int16)})
+    fs = fsspec.filesystem("memory")
+    fs.pipe("/pst-chain/m.safetensors", data)
+    try:
+        url = "simplecache::memory://pst-chain/m.safetensors"
+        opts = {"simplecache": {"cache_storage": str(tmp_path)}}
+        with safe_open(url, "np", storage_options=opts) as f:
+            np.testing.assert_array_equal(f.get_tensor("a"), np.arange(5, dtype=np.int16))
+    finally:
+        fs.rm("/pst-chain", recursive=True)

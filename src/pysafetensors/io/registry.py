@@ -18,6 +18,7 @@ from .._optional import require
 from . import sources
 
 _URL = re.compile(r"^([A-Za-z][A-Za-z0-9+.\-]+)://")  # 2+ chars: "C:\\x" is a Windows path
+_CHAIN = re.compile(r"^([A-Za-z][A-Za-z0-9+.\-]+)::.*://")  # fsspec chains: "simplecache::s3://b/k"
 
 
 @dataclass(frozen=True)
@@ -43,7 +44,7 @@ def register_scheme(scheme: str, target: str, *, requires: str | None = None, ex
 def url_scheme(obj: Any) -> str | None:
     """The lower-cased scheme when ``obj`` is a URL string, else None."""
     if isinstance(obj, str):
-        m = _URL.match(obj)
+        m = _URL.match(obj) or _CHAIN.match(obj)
         if m:
             return m.group(1).lower()
     return None
