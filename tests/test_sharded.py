@@ -132,6 +132,7 @@ def test_index_pointing_to_wrong_or_missing_shard(tmp_path) -> None:
     path = _write_index(tmp_path, {"a": "model-00001-of-00002.safetensors", "b": "model-00001-of-00002.safetensors",
                                    "c": "model-00002-of-00002.safetensors"})
     with safe_open(path, "np") as f:
+        assert f.metadata() is None  # no metadata in this index, as upstream says for a file
         np.testing.assert_array_equal(f.get_tensor("a"), np.ones(3, np.float32))
         with pytest.raises(InvalidIndex, match="'b'"):
             f.get_tensor("b")

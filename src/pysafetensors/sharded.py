@@ -52,7 +52,9 @@ class ShardedFile:
     # --- index facts --------------------------------------------------------------------
     @property
     def metadata(self) -> dict[str, str] | None:
-        """The index's metadata (``total_size`` and user entries) as strings."""
+        """The index's metadata (``total_size`` and user entries) as strings; None when empty."""
+        if not self.index.metadata:
+            return None
         return {k: v if isinstance(v, str) else _to_str(v) for k, v in self.index.metadata.items()}
 
     @property
