@@ -369,3 +369,13 @@ def test_real_model_over_http_matches_upstream() -> None:
         for k in [k for k in names if "LayerNorm" in k][:5]:
             np.testing.assert_array_equal(f.get_tensor(k), ref.get_tensor(k))
         assert s.log.bytes_sent < len(data) // 10  # nowhere near a full download
+
+
+def test_one_handle_shared_by_threads(server: RangeServer, tensors: dict[str, np.ndarray]) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    with safe_open(server.url("model.safetensors"), "np") as f, ThreadPoolExecutor(8) as pool:
+        starts = list(range(0, ROWS - 8, 37))
+        parts = list(pool.map(lambda i: f.get_slice("big")[i : i + 8, ::5], starts))
+    for i, part in zip(starts, parts):
+        np.testing.assert_array_equal(part, tensors["big"][i : i + 8, ::5])
