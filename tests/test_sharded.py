@@ -246,3 +246,12 @@ def test_real_model_sharded_like_huggingface_hub(tmp_path) -> None:
     with safe_open(theirs, "pt") as f:  # we read their checkpoint, too
         assert f.keys() == sorted(state)
         assert torch.equal(f.get_tensor("pooler.dense.weight"), state["pooler.dense.weight"])
+
+
+def test_arrays_over_one_foreign_buffer_stay_together(tmp_path) -> None:
+    raw = bytes(range(256)) * 8
+    arrays = {"a": np.frombuffer(raw, np.uint8, 1000), "x": np.zeros(900, np.uint8),
+              "b": np.frombuffer(raw, np.uint8, 1000, offset=1000)}
+    save_sharded(arrays, tmp_path, max_shard_size=1500)
+    wm = _index(tmp_path)["weight_map"]
+    assert wm["a"] == wm["b"] != wm["x"]

@@ -57,7 +57,8 @@ def _storage_id(array: np.ndarray) -> int:
     root = array
     while isinstance(root.base, np.ndarray):
         root = root.base
-    return id(root)
+    # Arrays over one foreign buffer (np.frombuffer of the same bytes) share it, too.
+    return id(root.base) if root.base is not None else id(root)
 
 
 def save_sharded(

@@ -127,18 +127,18 @@ class SafeFile:
         out = alloc(plan.nbytes)
         base = self._absolute(info)
         pos = 0
+        read_ranges = getattr(self.source, "read_ranges", None)
         requests = []
         for begin, end in plan.byte_ranges(name):
             n = end - begin
-            requests.append((base + begin, out[pos : pos + n]))
+            if read_ranges is None:
+                self._read(base + begin, out[pos : pos + n])
+            else:
+                requests.append((base + begin, out[pos : pos + n]))
             pos += n
-        read_ranges = getattr(self.source, "read_ranges", None)
-        if read_ranges is not None and len(requests) > 1:
+        if requests and read_ranges is not None:
             self.check_open()
-            read_ranges(requests)  # remote sources: one request for nearby ranges, in parallel
-        else:
-            for offset, buf in requests:
-                self._read(offset, buf)
+            read_ranges(requests)  # remote sources: nearby ranges share a request, others run in parallel
         return RawTensor(info.name, info.dtype, plan.shape, out, False, True)
 
     def _read(self, offset: int, buf: memoryview) -> None:
