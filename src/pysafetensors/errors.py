@@ -191,3 +191,36 @@ class CorruptCheckpoint(ConversionError, ValueError):
 
 class VerificationFailed(ConversionError):
     """The written file does not match its source; ``report`` holds the findings."""
+
+
+# --- remote sources and sharded checkpoints ----------------------------------------------
+
+
+class RemoteError(SourceError):
+    """A remote source (HTTP, fsspec) failed: bad status, retries exhausted, odd reply."""
+
+
+class RangeNotSupported(RemoteError):
+    """The server ignored the Range header and sent the whole file (pass allow_full_download=True to accept)."""
+
+
+class InvalidIndex(SafetensorError, ValueError):
+    """A sharded checkpoint index (model.safetensors.index.json) is malformed or names an unsafe shard."""
+
+
+class MissingBackend(MissingDependency):
+    """An fsspec URL whose filesystem backend (s3fs, gcsfs...) is not installed."""
+
+    def __init__(self, module: str, extra: str, scheme: str = "") -> None:
+        super().__init__(module, extra)
+        self.scheme = scheme
+        self.args = (
+            f"{scheme}:// URLs need the fsspec backend {module}: pip install {module} "
+            f"(fsspec itself comes with pip install 'pysafetensors[{extra}]')",
+        )
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.module, self.extra, self.scheme))

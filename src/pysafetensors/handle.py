@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from types import TracebackType
-from typing import Any
+from typing import Any, Mapping
 
 from ._adapters import load_adapter
 from ._device import parse_device
 from .errors import BYTES_PREFIX, HeaderError, InvalidBackend
-from .io.sources import BACKENDS, MemorySource, open_source
+from .io.sources import BACKENDS, MemorySource
 from .reader import SafeFile
+from .sharded import open_file
 
 
 def _check_backend(backend: Any) -> str:
@@ -24,22 +25,35 @@ class safe_open:  # noqa: N801 - upstream's name
     """Open a safetensors file lazily; tensors are read only when asked for.
 
     Args:
-        filename: path (str or PathLike), bytes-like object or binary file object.
+        filename: path (str or PathLike), bytes-like object, binary file object,
+            ``http(s)://`` or fsspec URL (``s3://``, ``memory://``, ``hf://``...), or a sharded
+            checkpoint: a ``*.index.json`` (path or URL) or a directory holding one.
         framework: ``pt``/``torch``/``pytorch`` or ``np``/``numpy`` (case-sensitive).
         device: ``cpu`` (default), ``cuda``, ``cuda:N``, an int, ``mps``...
         backend: ``"mmap"`` (zero-copy views of a copy-on-write map; numpy arrays are
             read-only) or ``"pread"`` (fresh buffers filled with ``os.preadv``).
+        storage_options: options for a remote source: for HTTP ``token``, ``headers``,
+            ``timeout``, ``retries``, ``allow_full_download``...; for fsspec URLs the
+            filesystem's options (``key``, ``secret``, ``client_kwargs``, ``anon``...).
 
     Usable with or without ``with``; a handle may be shared between threads.
     """
 
-    def __init__(self, filename: Any, framework: str, device: Any = "cpu", *, backend: str = "mmap") -> None:
+    def __init__(
+        self,
+        filename: Any,
+        framework: str,
+        device: Any = "cpu",
+        *,
+        backend: str = "mmap",
+        storage_options: Mapping[str, Any] | None = None,
+    ) -> None:
         self._adapter = load_adapter(framework)
         self._framework = framework
         self._device = parse_device(device)
         self._adapter.check_device(self._device)
         self._backend = _check_backend(backend)
-        self._file = SafeFile(open_source(filename, self._backend))
+        self._file: Any = open_file(filename, self._backend, storage_options)
 
     @classmethod
     def _from_file(cls, file: SafeFile, framework: str, device: Any = "cpu") -> "safe_open":
@@ -73,7 +87,8 @@ class safe_open:  # noqa: N801 - upstream's name
     def keys(self) -> list[str]:
         """Tensor names, sorted."""
         self._file.check_open()
-        return sorted(self._file.names())
+        sorted_names = getattr(self._file, "sorted_names", None)  # sharded: from the index
+        return sorted_names() if sorted_names is not None else sorted(self._file.names())
 
     def offset_keys(self) -> list[str]:
         """Tensor names in file (data offset) order."""

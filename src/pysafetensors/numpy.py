@@ -18,7 +18,7 @@ from ._adapters.numpy import to_numpy, to_write_item
 from .handle import open_bytes, safe_open
 from .writer import write_bytes, write_file
 
-__all__ = ["save", "save_file", "load", "load_file"]
+__all__ = ["save", "save_file", "save_sharded", "load", "load_file"]
 
 
 def _items(tensor_dict: Mapping[str, np.ndarray]) -> list[Any]:
@@ -51,3 +51,37 @@ def load_file(filename: str | os.PathLike[str], *, backend: str = "mmap") -> dic
     """Load every array of a file, in file order."""
     with safe_open(filename, framework="np", backend=backend) as f:
         return f.get_tensors()
+
+
+def _storage_id(array: np.ndarray) -> int:
+    root = array
+    while isinstance(root.base, np.ndarray):
+        root = root.base
+    # Arrays over one foreign buffer (np.frombuffer of the same bytes) share it, too.
+    return id(root.base) if root.base is not None else id(root)
+
+
+def save_sharded(
+    tensor_dict: Mapping[str, np.ndarray],
+    directory: str | os.PathLike[str],
+    max_shard_size: int | str = "5GB",
+    metadata: Mapping[str, str] | None = None,
+    *,
+    variant: str | None = None,
+    basename: str = "model",
+) -> str:
+    """Save arrays as a Hugging Face sharded checkpoint in ``directory``.
+
+    ``model-00001-of-00003.safetensors`` ... plus ``model.safetensors.index.json`` (a single
+    shard is a plain ``model.safetensors``).  ``max_shard_size`` is bytes or "5GB"/"500MB"
+    (decimal units); shards are filled greedily in key order and arrays viewing one buffer
+    stay together.  Returns the index path (or the single file's path).
+    """
+    from .sharded import write_sharded
+
+    items = _items(tensor_dict)
+    ids = {k: _storage_id(v) for k, v in tensor_dict.items() if isinstance(v, np.ndarray)}
+    return write_sharded(
+        items, directory, max_shard_size=max_shard_size, metadata=metadata, storage_ids=ids,
+        basename=basename, variant=variant,
+    )

@@ -214,6 +214,15 @@ class SafeFile:
         if self._zero_copy:
             self.check_open()
             block = self.source.view(base + lo, hi - lo) if hi > lo else memoryview(b"")
+        elif getattr(self.source, "read_ranges", None) is not None:
+            # Remote sources: nearby ranges share a request, the others run in parallel.
+            requests, pos = [], 0
+            for begin, end in ranges:
+                requests.append((base + begin, out[pos : pos + end - begin]))
+                pos += end - begin
+            self.check_open()
+            self.source.read_ranges(requests)
+            return
         elif len(ranges) > _MANY_RANGES and lo <= hi and hi - lo <= _BLOCK_SLACK * needed:
             block = alloc(hi - lo)
             self._read(base + lo, block)

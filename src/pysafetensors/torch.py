@@ -25,6 +25,7 @@ __all__ = [
     "load",
     "load_file",
     "save_model",
+    "save_sharded",
     "load_model",
     "storage_ptr",
     "storage_size",
@@ -206,6 +207,38 @@ def save_model(model: Any, filename: str, metadata: dict[str, str] | None = None
         raise ValueError(
             str(e) + " Or use save_model(..., force_contiguous=True), read the docs for potential caveats."
         ) from e
+
+
+def save_sharded(
+    tensors: dict[str, Any],
+    directory: str | os.PathLike[str],
+    max_shard_size: int | str = "5GB",
+    metadata: Mapping[str, str] | None = None,
+    *,
+    variant: str | None = None,
+    basename: str = "model",
+) -> str:
+    """Save tensors as a Hugging Face sharded checkpoint in ``directory`` (as save_pretrained does).
+
+    ``model-00001-of-00003.safetensors`` ... plus ``model.safetensors.index.json`` (a single
+    shard is a plain ``model.safetensors``); every shard's header gets ``{"format": "pt"}``
+    plus ``metadata``, the index ``{"total_size": ...}`` plus ``metadata``.  ``max_shard_size`` is bytes or "5GB"/"500MB" (decimal
+    units); greedy in key order; tensors viewing one storage stay in one shard (tensors that
+    overlap are refused, as by save_file).  Returns the index path (or the single file's path).
+    """
+    from .sharded import write_sharded
+
+    items = _items(tensors)
+    ids = {k: (str(v.device), storage_ptr(v)) for k, v in tensors.items() if storage_ptr(v) != 0}
+    return write_sharded(
+        items,
+        directory,
+        max_shard_size=max_shard_size,
+        metadata=metadata,
+        shard_metadata={"format": "pt", **dict(metadata or {})},
+        storage_ids=ids,
+        basename=basename, variant=variant,
+    )
 
 
 # --- load ---------------------------------------------------------------------------------

@@ -1,0 +1,107 @@
+"""Where bytes come from: a scheme -> source-class registry and the one ``open_source``.
+
+A URL's scheme picks a source class by import string, so a backend is imported only when a
+URL needs it; a missing optional dependency raises MissingDependency with the install hint.
+Paths, bytes-like objects and file objects go to :func:`pysafetensors.io.sources.open_source`.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from .._optional import require
+from . import sources
+
+_URL = re.compile(r"^([A-Za-z][A-Za-z0-9+.\-]+)://")  # 2+ chars: "C:\\x" is a Windows path
+_CHAIN = re.compile(r"^([A-Za-z][A-Za-z0-9+.\-]+)::.*://")  # fsspec chains: "simplecache::s3://b/k"
+
+
+@dataclass(frozen=True)
+class SchemeEntry:
+    """``target`` is "module:Class"; ``requires`` a module that must import (with ``extra``)."""
+
+    target: str
+    requires: str | None = None
+    extra: str | None = None
+
+
+HTTP = SchemeEntry("pysafetensors.io.remote:HTTPSource")
+FSSPEC = SchemeEntry("pysafetensors.io.remote:FsspecSource", requires="fsspec", extra="fsspec")
+
+REGISTRY: dict[str, SchemeEntry] = {"http": HTTP, "https": HTTP}
+
+
+def register_scheme(scheme: str, target: str, *, requires: str | None = None, extra: str | None = None) -> None:
+    """Route ``scheme://`` URLs to the class at ``target`` ("module:Class")."""
+    REGISTRY[scheme.lower()] = SchemeEntry(target, requires, extra)
+
+
+def url_scheme(obj: Any) -> str | None:
+    """The lower-cased scheme when ``obj`` is a URL string, else None."""
+    if isinstance(obj, str):
+        m = _URL.match(obj) or _CHAIN.match(obj)
+        if m:
+            return m.group(1).lower()
+    return None
+
+
+def is_byte_source(obj: Any) -> bool:
+    """An object already implementing the ByteSource protocol (passed through as is)."""
+    return callable(getattr(obj, "read_into", None)) and isinstance(getattr(obj, "size", None), int) and callable(
+        getattr(obj, "close", None)
+    )
+
+
+def source_class(scheme: str) -> Any:
+    """The class registered for ``scheme`` (anything unknown goes to fsspec)."""
+    entry = REGISTRY.get(scheme, FSSPEC)
+    if entry.requires:
+        require(entry.requires, entry.extra or entry.requires)
+    module, _, cls = entry.target.partition(":")
+    return getattr(importlib.import_module(module), cls)
+
+
+def open_source(obj: Any, backend: str = "mmap", storage_options: Mapping[str, Any] | None = None) -> Any:
+    """A ByteSource for a path, ``file://``/``http(s)://``/fsspec URL, bytes-like, file object or ByteSource.
+
+    ``storage_options`` go to the remote source: for HTTP ``headers``, ``token``,
+    ``timeout``, ``retries``, ``backoff``, ``allow_full_download``...; for fsspec URLs the
+    filesystem's own options (``key``, ``secret``, ``client_kwargs``, ``anon``...).
+    """
+    if is_byte_source(obj):
+        return obj
+    if isinstance(obj, os.PathLike):
+        obj = os.fspath(obj)
+    scheme = url_scheme(obj)
+    if scheme is None:
+        return sources.open_source(obj, backend)
+    if scheme == "file":
+        return sources.open_source(_file_url_path(obj), backend)
+    options = dict(storage_options or {})
+    cls = source_class(scheme)
+    if REGISTRY.get(scheme, FSSPEC) is FSSPEC:
+        return cls(obj, storage_options=options)
+    try:
+        return cls(obj, **options)
+    except TypeError as e:
+        if "unexpected keyword argument" not in str(e):
+            raise
+        import inspect
+
+        known = [n for n, p in inspect.signature(cls).parameters.items() if p.kind is p.KEYWORD_ONLY]
+        raise TypeError(f"unknown storage option for {scheme}:// URLs ({e}); known options: {', '.join(known)}") from e
+
+
+def _file_url_path(url: str) -> str:
+    from urllib.parse import unquote, urlsplit
+    from urllib.request import url2pathname
+
+    return url2pathname(unquote(urlsplit(url).path))
+
+
+__all__ = ["REGISTRY", "SchemeEntry", "is_byte_source", "open_source", "register_scheme", "source_class", "url_scheme"]
