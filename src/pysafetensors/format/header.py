@@ -97,19 +97,39 @@ def parse_header_length(prefix: bytes, file_size: int) -> int:
 
 
 class _Object(dict):  # type: ignore[type-arg]
-    """A JSON object that remembers which keys appeared more than once."""
+    """A JSON object that remembers keys that appeared more than once, and the values the
+    later occurrences replaced (serde validates those too before the last one wins)."""
 
     duplicates: list[str]
+    shadowed: list[tuple[str, Any]]
 
 
 def _pairs_hook(pairs: list[tuple[str, Any]]) -> _Object:
     obj = _Object()
     obj.duplicates = []
+    obj.shadowed = []
     for key, value in pairs:
         if key in obj:
             obj.duplicates.append(key)
+            obj.shadowed.append((key, obj[key]))
         obj[key] = value
     return obj
+
+
+# serde_json refuses JSON nested deeper than this many arrays/objects, even in ignored fields.
+_MAX_DEPTH = 127
+
+
+def _check_depth(value: Any, depth: int) -> None:
+    """Raise when ``value`` (a JSON value at nesting ``depth``) nests past serde's limit."""
+    stack = [(value, depth)]
+    while stack:
+        item, level = stack.pop()
+        if isinstance(item, (dict, list)):
+            if level > _MAX_DEPTH:
+                raise _json_error("recursion limit exceeded")
+            children = item.values() if isinstance(item, dict) else item
+            stack.extend((child, level + 1) for child in children)
 
 
 def _reject_constant(name: str) -> Any:
@@ -160,6 +180,9 @@ def _tensor_entry(name: str, raw: Any) -> tuple[DType, tuple[int, ...], int, int
         if dup:
             raise _json_error(f"duplicate field `{dup}` (tensor `{name}`)")
         fields = raw
+        for key, extra in raw.items():
+            if key not in ("dtype", "shape", "data_offsets"):
+                _check_depth(extra, 3)  # ignored, but serde still parses it
     else:
         raise _json_error(f"invalid type: {_unexpected(raw)}, expected struct TensorInfo (tensor `{name}`)")
     for field in ("dtype", "shape", "data_offsets"):
@@ -221,6 +244,11 @@ def parse_header(header: bytes | bytearray | memoryview, file_size: int) -> Head
     if METADATA_KEY in getattr(raw, "duplicates", ()):
         raise _json_error(f"duplicate field `{METADATA_KEY}`")
 
+    # Values a later duplicate key replaced must still be valid (serde checks each as it parses).
+    for name, shadowed in getattr(raw, "shadowed", ()):
+        _check_str(name, "tensor name")
+        _tensor_entry(name, shadowed)
+
     metadata: dict[str, str] | None = None
     entries: list[tuple[int, int, int, str, DType, tuple[int, ...]]] = []
     for position, (name, value) in enumerate(raw.items()):
@@ -230,6 +258,8 @@ def parse_header(header: bytes | bytearray | memoryview, file_size: int) -> Head
                 continue
             if not isinstance(value, dict):
                 raise _json_error(f"invalid type: {_unexpected(value)}, expected a map ({METADATA_KEY})")
+            for k, v in getattr(value, "shadowed", ()):
+                _check_str(v, f"{METADATA_KEY}[{k!r}]")
             metadata = {
                 _check_str(k, f"{METADATA_KEY} key"): _check_str(v, f"{METADATA_KEY}[{k!r}]")
                 for k, v in value.items()
