@@ -200,3 +200,23 @@ def test_numpy_device_must_be_cpu(tmp_path: Path) -> None:
     pnp.save_file({"a": np.zeros(1)}, path)
     with pytest.raises(pysafetensors.errors.InvalidDevice, match="not supported for framework numpy"):
         safe_open(path, "np", device="cuda:0")
+
+
+@pytest.mark.parametrize(
+    "dtype, shape, ok, bad",
+    [
+        (ml_dtypes.float4_e2m1fn, (4, 6), [slice(1, 3), 0, -1, (slice(None, None, 2),), (1, slice(0, 2)), (1, slice(0, 4))],
+         [(slice(None), 1), (1, slice(1, 3))]),
+        (ml_dtypes.float6_e2m3fn, (6, 4), [slice(1, 3), 0, -1, (slice(None, None, 2),), (1, slice(0, 4))],
+         [(1, slice(0, 2)), (slice(None), 1)]),
+    ],
+)
+def test_sub_byte_slicing(dtype: Any, shape: tuple[int, ...], ok: list[Any], bad: list[Any]) -> None:
+    full = _values(dtype, shape)
+    with safe_open(pnp.save({"x": full}), "np") as f:
+        for index in ok:
+            got = f.get_slice("x")[index]
+            assert got.dtype == full.dtype and got.tobytes() == full[index].tobytes()
+        for index in bad:
+            with pytest.raises(pysafetensors.errors.MisalignedSubByte, match="^The slice is slicing for subbytes"):
+                f.get_slice("x")[index]

@@ -7,8 +7,9 @@ plus ``Metadata::validate``), so a file is accepted here exactly when upstream a
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 from ..errors import (
     HeaderTooLarge,

@@ -8,8 +8,9 @@ gives Python/torch slice semantics (bounds clamp) for the torch face.
 from __future__ import annotations
 
 import itertools
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any
 
 from ..errors import MisalignedSubByte, SliceError
 from .dtypes import DType
