@@ -132,3 +132,19 @@ def test_existing_file_mode_is_kept(tmp_path: Path) -> None:
         os.umask(old)
     assert stat.S_IMODE(path.stat().st_mode) == 0o640
     assert pnp.load_file(path)["a"].tolist() == [1.0, 1.0]
+
+
+@pytest.mark.parametrize("backend", ["mmap", "pread"])
+def test_load_then_save_over_the_same_path(tmp_path: Path, backend: str) -> None:
+    path = tmp_path / "same.safetensors"
+    tensors = _tensors(3)
+    pnp.save_file(tensors, path, metadata={"v": "1"})
+    before = path.read_bytes()
+    loaded = pnp.load_file(path, backend=backend)  # mmap: views of the file being replaced
+    pnp.save_file(loaded, path, metadata={"v": "1"})
+    assert path.read_bytes() == before
+    loaded["extra"] = np.arange(3, dtype=np.int8)
+    pnp.save_file(loaded, path)
+    back = pnp.load_file(path)
+    assert all(np.array_equal(back[k], v) for k, v in tensors.items())
+    assert back["extra"].tolist() == [0, 1, 2]

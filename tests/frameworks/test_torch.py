@@ -70,6 +70,18 @@ def test_every_dtype_matches_upstream(dtype: Any, backend: str, tmp_path: Path) 
             assert _same(up[k], t)
 
 
+def test_mmap_tensors_are_zero_copy(tmp_path: Path) -> None:
+    path = tmp_path / "z.safetensors"
+    ptt.save_file({"a": torch.arange(64, dtype=torch.float32), "b": torch.ones(8, dtype=torch.int64)}, path)
+    with safe_open(path, "pt") as f:
+        a1, a2, b = f.get_tensor("a"), f.get_tensor("a"), f.get_tensor("b")
+        assert a1.data_ptr() == a2.data_ptr()  # both view the one map, no copies
+        # I64 "b" is written first (64 bytes), then "a": the tensors sit where the file has them
+        assert a1.data_ptr() - b.data_ptr() == 64
+    with safe_open(path, "pt", backend="pread") as f:
+        assert f.get_tensor("a").data_ptr() != f.get_tensor("a").data_ptr()
+
+
 def test_mmap_tensors_share_the_map_and_writes_do_not_reach_the_file(tmp_path: Path) -> None:
     path = tmp_path / "w.safetensors"
     ptt.save_file({"a": torch.arange(10, dtype=torch.float32)}, path)
