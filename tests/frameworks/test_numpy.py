@@ -220,3 +220,13 @@ def test_sub_byte_slicing(dtype: Any, shape: tuple[int, ...], ok: list[Any], bad
         for index in bad:
             with pytest.raises(pysafetensors.errors.MisalignedSubByte, match="^The slice is slicing for subbytes"):
                 f.get_slice("x")[index]
+
+
+@pytest.mark.parametrize("dtype", [np.complex128, np.object_, "U1", np.longdouble], ids=str)
+def test_unsupported_dtype_message_matches_upstream(dtype: Any) -> None:
+    a = np.zeros(2, dtype=dtype)
+    with pytest.raises(pysafetensors.errors.UnsupportedDtype) as ours:
+        pnp.save({"a": a})
+    with pytest.raises(Exception) as up:  # noqa: PT011 - upstream raises its SafetensorError
+        snp.save({"a": a})
+    assert str(ours.value).split(".")[0] == str(up.value).split(".")[0]  # 'Unknown dtype "complex128"'
