@@ -8,8 +8,8 @@ read our files back identically, and we must read upstream's files identically.
 from __future__ import annotations
 
 import ctypes
-import os
 import json
+import os
 from typing import Any
 
 import numpy as np
