@@ -317,3 +317,35 @@ def test_load_file_device_argument(tmp_path: Path) -> None:
     assert ptt.load_file(path, device="cpu")["a"].device.type == "cpu"
     ours, up = _both(lambda m: m.load_file(str(path), device="foo"))
     assert str(ours) == str(up)
+
+
+def test_torch_slicing_hypothesis(tmp_path: Path) -> None:
+    from hypothesis import given, settings
+    from hypothesis import strategies as hs
+
+    path = tmp_path / "h.safetensors"
+    full = torch.arange(2 * 3 * 5 * 4, dtype=torch.int16).reshape(2, 3, 5, 4)
+    ptt.save_file({"x": full}, path)
+    bound = hs.one_of(hs.none(), hs.integers(-7, 7))
+    item = hs.one_of(
+        hs.integers(-5, 4),
+        hs.builds(slice, bound, bound, hs.one_of(hs.none(), hs.integers(1, 3))),
+        hs.just(None),
+        hs.just(...),
+    )
+
+    @settings(max_examples=100, deadline=None)
+    @given(index=hs.lists(item, max_size=5).map(tuple))
+    def check(index: tuple[Any, ...]) -> None:
+        try:
+            expected = full[index]
+        except Exception as e:  # noqa: BLE001 - then ours must fail the same way
+            with safe_open(path, "pt") as f, pytest.raises(type(e)):
+                f.get_slice("x")[index]
+            return
+        for backend in ("mmap", "pread"):
+            with safe_open(path, "pt", backend=backend) as f:
+                got = f.get_slice("x")[index]
+                assert got.shape == expected.shape and torch.equal(got, expected), index
+
+    check()
