@@ -139,6 +139,7 @@ def test_mmap_arrays_are_readonly_views_pread_arrays_writable(tmp_path: Path) ->
     with safe_open(path, "np") as f:
         t = f.get_tensor("a")
         assert not t.flags.writeable
+        assert np.shares_memory(t, f.get_tensor("a"))  # zero-copy: both view the one map
     pr = pnp.load_file(path, backend="pread")
     assert pr["a"].flags.writeable
     pr["a"][0] = 42

@@ -227,6 +227,7 @@ def test_load_model_tied_weights_matches_upstream(tmp_path: Path) -> None:
     ours = ptt.load_model(ours_model, path)
     up = stt.load_model(up_model, path)
     assert (sorted(ours[0]), sorted(ours[1])) == (sorted(up[0]), sorted(up[1])) == ([], [])
+    assert (type(ours[0]), type(ours[1])) == (type(up[0]), type(up[1]))
     for (n1, p1), (n2, p2) in zip(ours_model.state_dict().items(), src.state_dict().items()):
         assert n1 == n2 and torch.equal(p1, p2)
     assert ours_model.lm_head.weight.data_ptr() == ours_model.embed.weight.data_ptr()
