@@ -148,3 +148,28 @@ def test_load_then_save_over_the_same_path(tmp_path: Path, backend: str) -> None
     back = pnp.load_file(path)
     assert all(np.array_equal(back[k], v) for k, v in tensors.items())
     assert back["extra"].tolist() == [0, 1, 2]
+
+
+@pytest.mark.parametrize("backend", ["mmap", "pread"])
+def test_unclosed_handles_release_their_descriptors(tmp_path: Path, backend: str) -> None:
+    import gc
+
+    if not os.path.isdir("/proc/self/fd"):
+        pytest.skip("needs /proc/self/fd")
+    path = tmp_path / "fd.safetensors"
+    pnp.save_file({"a": np.arange(3.0)}, path)
+    gc.collect()
+    before = len(os.listdir("/proc/self/fd"))
+    kept = []
+    for _ in range(50):
+        f = safe_open(path, "np", backend=backend)  # never closed, no ``with``
+        kept.append(f.get_tensor("a"))
+    del f
+    gc.collect()
+    assert all(k.tolist() == [0.0, 1.0, 2.0] for k in kept)  # tensors outlive their handles
+    if backend == "pread":  # fresh buffers: nothing holds the file once the handle is gone
+        assert len(os.listdir("/proc/self/fd")) - before <= 1
+    # (Python's mmap keeps a duplicate descriptor while a mapped tensor is alive)
+    del kept
+    gc.collect()
+    assert len(os.listdir("/proc/self/fd")) - before <= 1

@@ -69,6 +69,16 @@ class safe_open:  # noqa: N801 - upstream's name
         """Release the file; tensors already returned stay valid."""
         self._file.close()
 
+    def __del__(self) -> None:
+        # A handle used without ``with`` and never closed must not keep its descriptor open
+        # (pread holds an fd, which the garbage collector would never release on its own).
+        file = getattr(self, "_file", None)
+        if file is not None:
+            try:
+                file.close()
+            except Exception:  # noqa: BLE001 - nothing useful to do during collection/shutdown
+                pass
+
     # --- header -----------------------------------------------------------------------------
     def keys(self) -> list[str]:
         """Tensor names, sorted."""
