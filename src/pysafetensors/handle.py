@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from types import TracebackType
 from typing import Any
 
@@ -74,10 +75,8 @@ class safe_open:  # noqa: N801 - upstream's name
         # (pread holds an fd, which the garbage collector would never release on its own).
         file = getattr(self, "_file", None)
         if file is not None:
-            try:
+            with contextlib.suppress(Exception):  # nothing useful to do during collection/shutdown
                 file.close()
-            except Exception:  # noqa: BLE001 - nothing useful to do during collection/shutdown
-                pass
 
     # --- header -----------------------------------------------------------------------------
     def keys(self) -> list[str]:
