@@ -431,3 +431,26 @@ def test_get_slice_differential(data: Any, tmp_path_factory: Any) -> None:
             assert str(ours) == str(up)
     elif isinstance(ours, np.ndarray):  # upstream crashed
         assert np.array_equal(ours, full[index]) and ours.shape == full[index].shape
+
+
+_DEVICES: list[Any] = ["cpu", "cuda", "cuda:0", "cuda:1", 0, 1, "mps", "mps:0", "mps:1", "npu", "npu:3", "xpu:0", "xla",
+                       "mlu:1", "musa", "hpu:2", "CPU", "cuda:", "cuda:-1", ":0", "gpu", True, None, 1.5, "cpu:0",
+                       "meta", -1, "cuda:01", "cuda:+1", " cuda", "xla:1", "mps:00"]
+
+
+@pytest.mark.parametrize("framework", ["np", "pt"])
+@pytest.mark.parametrize("device", _DEVICES, ids=repr)
+def test_device_parsing_matches_upstream(sample: Path, framework: str, device: Any) -> None:
+    if framework == "pt":
+        pytest.importorskip("torch")
+    try:
+        st.safe_open(str(sample), framework, device=device)
+    except st.SafetensorError as up:
+        with pytest.raises(SafetensorError) as ours:
+            safe_open(sample, framework, device=device)
+        assert str(ours.value) == str(up)
+    except ValueError:  # upstream leaks Rust's integer-parse errors; ours is an InvalidDevice (a ValueError)
+        with pytest.raises(errors.InvalidDevice):
+            safe_open(sample, framework, device=device)
+    else:
+        safe_open(sample, framework, device=device).close()
