@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as hs
 
 import pysafetensors
@@ -382,3 +382,75 @@ def test_public_api() -> None:
         assert hasattr(pysafetensors, name)
     assert set(st.__all__) - {"__version__", "_safetensors_rust"} <= set(dir(pysafetensors)) if hasattr(st, "__all__") \
         else True
+
+
+@settings(max_examples=int(os.environ.get("PYSAFETENSORS_EXAMPLES", "150")), deadline=None)
+@given(data=hs.data())
+def test_get_slice_differential(data: Any, tmp_path_factory: Any) -> None:
+    """Arbitrary (also out-of-range) indexes: same result or same error text as upstream.
+
+    Deliberate differences: where upstream crashes on negative slice bounds (OverflowError) or
+    reversed bounds (SystemError, ValueError, a Rust panic), or refuses an empty slice at the end, we follow numpy.
+    """
+    shape = (2, 3, 4)
+    full = np.arange(24, dtype=np.int32).reshape(shape)
+    path = tmp_path_factory.mktemp("d") / "x.safetensors"
+    pnp.save_file({"x": full}, path)
+    bound = hs.one_of(hs.none(), hs.integers(-6, 6))
+    item = hs.one_of(hs.integers(-5, 5), hs.builds(slice, bound, bound, hs.one_of(hs.none(), hs.integers(-1, 3))),
+                     hs.just(...))
+    index = tuple(data.draw(hs.lists(item, max_size=4)))
+    at = index.index(...) if ... in index else None
+    for pos, it in enumerate(index):
+        axis = pos if at is None or pos < at else len(shape) - (len(index) - pos)
+        if isinstance(it, slice) and 0 <= axis < len(shape):
+            # an empty slice starting at the end: upstream refuses it, we follow numpy (tested above)
+            assume(it.start != shape[axis])
+    with st.safe_open(str(path), "np") as g:
+        try:
+            up: Any = g.get_slice("x")[index]
+        except st.SafetensorError as e:
+            up = e
+        except (OverflowError, SystemError, ValueError) as e:
+            up = e
+        except BaseException as e:  # pyo3's PanicException (e.g. reversed bounds with a step)
+            if type(e).__name__ != "PanicException":
+                raise
+            up = e
+    with safe_open(path, "np") as f:
+        try:
+            ours: Any = f.get_slice("x")[index]
+        except errors.SliceError as e:
+            ours = e
+    if isinstance(up, np.ndarray):
+        assert isinstance(ours, np.ndarray) and ours.shape == up.shape and np.array_equal(ours, up)
+    elif isinstance(up, st.SafetensorError):
+        if isinstance(ours, np.ndarray):  # an empty slice at the end: numpy's answer
+            assert ours.size == 0 and np.array_equal(ours, full[index])
+        else:
+            assert str(ours) == str(up)
+    elif isinstance(ours, np.ndarray):  # upstream crashed
+        assert np.array_equal(ours, full[index]) and ours.shape == full[index].shape
+
+
+_DEVICES: list[Any] = ["cpu", "cuda", "cuda:0", "cuda:1", 0, 1, "mps", "mps:0", "mps:1", "npu", "npu:3", "xpu:0", "xla",
+                       "mlu:1", "musa", "hpu:2", "CPU", "cuda:", "cuda:-1", ":0", "gpu", True, None, 1.5, "cpu:0",
+                       "meta", -1, "cuda:01", "cuda:+1", " cuda", "xla:1", "mps:00"]
+
+
+@pytest.mark.parametrize("framework", ["np", "pt"])
+@pytest.mark.parametrize("device", _DEVICES, ids=repr)
+def test_device_parsing_matches_upstream(sample: Path, framework: str, device: Any) -> None:
+    if framework == "pt":
+        pytest.importorskip("torch")
+    try:
+        st.safe_open(str(sample), framework, device=device)
+    except st.SafetensorError as up:
+        with pytest.raises(SafetensorError) as ours:
+            safe_open(sample, framework, device=device)
+        assert str(ours.value) == str(up)
+    except ValueError:  # upstream leaks Rust's integer-parse errors; ours is an InvalidDevice (a ValueError)
+        with pytest.raises(errors.InvalidDevice):
+            safe_open(sample, framework, device=device)
+    else:
+        safe_open(sample, framework, device=device).close()

@@ -132,3 +132,44 @@ def test_existing_file_mode_is_kept(tmp_path: Path) -> None:
         os.umask(old)
     assert stat.S_IMODE(path.stat().st_mode) == 0o640
     assert pnp.load_file(path)["a"].tolist() == [1.0, 1.0]
+
+
+@pytest.mark.parametrize("backend", ["mmap", "pread"])
+def test_load_then_save_over_the_same_path(tmp_path: Path, backend: str) -> None:
+    path = tmp_path / "same.safetensors"
+    tensors = _tensors(3)
+    pnp.save_file(tensors, path, metadata={"v": "1"})
+    before = path.read_bytes()
+    loaded = pnp.load_file(path, backend=backend)  # mmap: views of the file being replaced
+    pnp.save_file(loaded, path, metadata={"v": "1"})
+    assert path.read_bytes() == before
+    loaded["extra"] = np.arange(3, dtype=np.int8)
+    pnp.save_file(loaded, path)
+    back = pnp.load_file(path)
+    assert all(np.array_equal(back[k], v) for k, v in tensors.items())
+    assert back["extra"].tolist() == [0, 1, 2]
+
+
+@pytest.mark.parametrize("backend", ["mmap", "pread"])
+def test_unclosed_handles_release_their_descriptors(tmp_path: Path, backend: str) -> None:
+    import gc
+
+    if not os.path.isdir("/proc/self/fd"):
+        pytest.skip("needs /proc/self/fd")
+    path = tmp_path / "fd.safetensors"
+    pnp.save_file({"a": np.arange(3.0)}, path)
+    gc.collect()
+    before = len(os.listdir("/proc/self/fd"))
+    kept = []
+    for _ in range(50):
+        f = safe_open(path, "np", backend=backend)  # never closed, no ``with``
+        kept.append(f.get_tensor("a"))
+    del f
+    gc.collect()
+    assert all(k.tolist() == [0.0, 1.0, 2.0] for k in kept)  # tensors outlive their handles
+    if backend == "pread":  # fresh buffers: nothing holds the file once the handle is gone
+        assert len(os.listdir("/proc/self/fd")) - before <= 1
+    # (Python's mmap keeps a duplicate descriptor while a mapped tensor is alive)
+    del kept
+    gc.collect()
+    assert len(os.listdir("/proc/self/fd")) - before <= 1

@@ -51,3 +51,21 @@ def test_serialize_and_deserialize_need_no_numpy() -> None:
 def test_the_subprocess_check_can_fail() -> None:
     # guard against a vacuous check: importing the numpy face does load numpy
     assert "numpy" in _loaded_after("import pysafetensors.numpy")
+
+
+def test_missing_framework_names_the_extra(tmp_path: Path) -> None:
+    path = tmp_path / "t.safetensors"
+    path.write_bytes(b"\x08\x00\x00\x00\x00\x00\x00\x00{}      ")
+    code = (
+        "import sys\n"
+        "sys.modules['torch'] = None  # as if torch were not installed\n"
+        "import pysafetensors\n"
+        "try:\n"
+        f"    pysafetensors.safe_open({str(path)!r}, 'pt')\n"
+        "except ImportError as e:\n"
+        "    print(type(e).__name__, e)\n"
+    )
+    env = {**os.environ, "PYTHONPATH": SRC + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
+    assert out.stdout.startswith("MissingDependency")
+    assert "pip install 'pysafetensors[torch]'" in out.stdout

@@ -111,6 +111,10 @@ class SliceError(SafetensorError, IndexError):
     """An index expression that does not fit the tensor (out of range, bad step, too many axes)."""
 
 
+class SliceIndexTypeError(SliceError, TypeError):
+    """A slice bound or step that is not an integer (a TypeError, as upstream raises)."""
+
+
 class InvalidFramework(SafetensorError, ValueError):
     """An unknown framework name was passed to safe_open."""
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from types import TracebackType
 from typing import Any, Mapping
 
@@ -82,6 +83,14 @@ class safe_open:  # noqa: N801 - upstream's name
     def close(self) -> None:
         """Release the file; tensors already returned stay valid."""
         self._file.close()
+
+    def __del__(self) -> None:
+        # A handle used without ``with`` and never closed must not keep its descriptor open
+        # (pread holds an fd, which the garbage collector would never release on its own).
+        file = getattr(self, "_file", None)
+        if file is not None:
+            with contextlib.suppress(Exception):  # nothing useful to do during collection/shutdown
+                file.close()
 
     # --- header -----------------------------------------------------------------------------
     def keys(self) -> list[str]:

@@ -23,6 +23,12 @@ def _t(dtype: str, shape: list[Any], begin: int, end: int) -> dict[str, Any]:
     return {"dtype": dtype, "shape": shape, "data_offsets": [begin, end]}
 
 
+def _deep(levels: int) -> bytes:
+    """A valid tensor with an ignored extra field nesting ``levels`` arrays (2 levels above it)."""
+    return (b'{"a":{"dtype":"U8","shape":[1],"data_offsets":[0,1],"x":' + b"[" * levels + b"]" * levels
+            + b"}}")
+
+
 # name -> (file bytes, error class name in pysafetensors.errors)
 BROKEN: dict[str, tuple[bytes, str]] = {
     "empty_file": (b"", "HeaderTooSmall"),
@@ -92,6 +98,21 @@ BROKEN: dict[str, tuple[bytes, str]] = {
     "overflow_bits": (build({"a": _t("F64", [2**61], 0, 4)}, b"xxxx"), "ValidationOverflow"),
     "subbyte_f4_odd": (build({"a": _t("F4", [3], 0, 2)}, b"xx"), "MisalignedSubByte"),
     "subbyte_f6_three": (build({"a": _t("F6_E2M3", [3], 0, 3)}, b"xxx"), "MisalignedSubByte"),
+    "dup_tensor_first_invalid": (build(b'{"a":"junk","a":{"dtype":"U8","shape":[1],"data_offsets":[0,1]}}', b"x"),
+                                 "InvalidHeaderJson"),
+    "dup_tensor_first_bad_dtype": (
+        build(b'{"a":{"dtype":"XX","shape":[1],"data_offsets":[0,1]},"a":{"dtype":"U8","shape":[1],"data_offsets":[0,1]}}',
+              b"x"),
+        "InvalidHeaderJson",
+    ),
+    "dup_metadata_key_first_invalid": (build(b'{"__metadata__":{"a":1,"a":"2"}}'), "InvalidHeaderJson"),
+    "nesting_past_serde_limit": (build(_deep(126), b"x"), "InvalidHeaderJson"),
+    "nesting_far_past_limit": (build(_deep(5000), b"x"), "InvalidHeaderJson"),
+    "control_char_in_name": (build(b'{"a\x01":{"dtype":"U8","shape":[1],"data_offsets":[0,1]}}', b"x"), "InvalidHeaderJson"),
+    "number_out_of_range": (build(b'{"a":{"dtype":"U8","shape":[1e400],"data_offsets":[0,1]}}', b"x"), "InvalidHeaderJson"),
+    "leading_zero": (build(b'{"a":{"dtype":"U8","shape":[01],"data_offsets":[0,1]}}', b"x"), "InvalidHeaderJson"),
+    "trailing_comma": (build(b'{"__metadata__":{},}'), "InvalidHeaderJson"),
+    "trailing_nul": (build(b"{}\x00"), "InvalidHeaderJson"),
     "data_longer_than_tensors": (build({"a": _t("U8", [1], 0, 1)}, b"xx"), "IncompleteBuffer"),
     "data_shorter_than_tensors": (build({"a": _t("U8", [2], 0, 2)}, b"x"), "IncompleteBuffer"),
     "no_tensors_but_data": (build({}, b"x"), "IncompleteBuffer"),
@@ -119,6 +140,8 @@ ACCEPTED: dict[str, bytes] = {
     "file_order_differs_from_name_order": build({"z": _t("U8", [1], 0, 1), "a": _t("U8", [2], 1, 3)}, b"xyz"),
     "metadata_after_tensors": build(b'{"a":{"dtype":"U8","shape":[1],"data_offsets":[0,1]},"__metadata__":{"k":"v"}}',
                                     b"x"),
+    "nesting_at_serde_limit": build(_deep(125), b"x"),
+    "dup_extra_field": build(b'{"a":{"dtype":"U8","shape":[1],"data_offsets":[0,1],"x":1,"x":[2]}}', b"x"),
     "f4_even": build({"a": _t("F4", [4], 0, 2)}, b"\x12\x34"),
     "f6_four": build({"a": _t("F6_E3M2", [4], 0, 3)}, b"\x12\x34\x56"),
 }

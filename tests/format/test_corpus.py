@@ -101,3 +101,13 @@ def test_errors_are_safetensor_errors() -> None:
     for data, _ in cases.BROKEN.values():
         with pytest.raises(SafetensorError):
             pysafetensors.deserialize(data)
+
+
+def test_corpus_writer(tmp_path: Path) -> None:
+    cases.main(str(tmp_path))
+    broken = sorted(p.stem for p in (tmp_path / "broken").iterdir())
+    valid = sorted(p.stem for p in (tmp_path / "valid").iterdir())
+    assert broken == sorted(cases.BROKEN) and valid == sorted(cases.ACCEPTED)
+    for name in valid:
+        with pysafetensors.safe_open(tmp_path / "valid" / f"{name}.safetensors", "np") as f:
+            f.get_tensors()

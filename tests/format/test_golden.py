@@ -134,3 +134,14 @@ def test_serialize_spec_equals_numpy_save() -> None:
     a = np.arange(6, dtype=np.int32).reshape(2, 3)
     spec = pysafetensors.TensorSpec(dtype="int32", shape=[2, 3], data_ptr=a.ctypes.data, data_len=a.nbytes)
     assert pysafetensors.serialize({"a": spec}) == pnp.save({"a": a})
+
+
+@pytest.mark.parametrize("name", ['a"b', "back\\slash", "nl\n\t\r\b\f", "ctl\x01\x1f\x7f", "\u2028\u2029", "\U0001f600",
+                                  "", " ", "__metadata__x", "é" * 40])
+def test_json_escaping_matches_upstream(name: str) -> None:
+    snp = pytest.importorskip("safetensors.numpy")
+    tensors = {name: np.arange(3, dtype=np.int16)}
+    meta = {name: name}
+    ours = pnp.save(tensors, metadata=meta)
+    assert ours == snp.save(tensors, metadata=meta)
+    assert pnp.load(ours)[name].tolist() == [0, 1, 2]

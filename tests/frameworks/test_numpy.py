@@ -139,6 +139,7 @@ def test_mmap_arrays_are_readonly_views_pread_arrays_writable(tmp_path: Path) ->
     with safe_open(path, "np") as f:
         t = f.get_tensor("a")
         assert not t.flags.writeable
+        assert np.shares_memory(t, f.get_tensor("a"))  # zero-copy: both view the one map
     pr = pnp.load_file(path, backend="pread")
     assert pr["a"].flags.writeable
     pr["a"][0] = 42
@@ -203,3 +204,33 @@ def test_numpy_device_must_be_cpu(tmp_path: Path) -> None:
     pnp.save_file({"a": np.zeros(1)}, path)
     with pytest.raises(pysafetensors.errors.InvalidDevice, match="not supported for framework numpy"):
         safe_open(path, "np", device="cuda:0")
+
+
+@pytest.mark.parametrize(
+    "dtype, shape, ok, bad",
+    [
+        (ml_dtypes.float4_e2m1fn, (4, 6), [slice(1, 3), 0, -1, (slice(None, None, 2),), (1, slice(0, 2)), (1, slice(0, 4))],
+         [(slice(None), 1), (1, slice(1, 3))]),
+        (ml_dtypes.float6_e2m3fn, (6, 4), [slice(1, 3), 0, -1, (slice(None, None, 2),), (1, slice(0, 4))],
+         [(1, slice(0, 2)), (slice(None), 1)]),
+    ],
+)
+def test_sub_byte_slicing(dtype: Any, shape: tuple[int, ...], ok: list[Any], bad: list[Any]) -> None:
+    full = _values(dtype, shape)
+    with safe_open(pnp.save({"x": full}), "np") as f:
+        for index in ok:
+            got = f.get_slice("x")[index]
+            assert got.dtype == full.dtype and got.tobytes() == full[index].tobytes()
+        for index in bad:
+            with pytest.raises(pysafetensors.errors.MisalignedSubByte, match="^The slice is slicing for subbytes"):
+                f.get_slice("x")[index]
+
+
+@pytest.mark.parametrize("dtype", [np.complex128, np.object_, "U1", np.longdouble], ids=str)
+def test_unsupported_dtype_message_matches_upstream(dtype: Any) -> None:
+    a = np.zeros(2, dtype=dtype)
+    with pytest.raises(pysafetensors.errors.UnsupportedDtype) as ours:
+        pnp.save({"a": a})
+    with pytest.raises(Exception) as up:
+        snp.save({"a": a})
+    assert str(ours.value).split(".")[0] == str(up.value).split(".")[0]  # 'Unknown dtype "complex128"'

@@ -70,6 +70,18 @@ def test_every_dtype_matches_upstream(dtype: Any, backend: str, tmp_path: Path) 
             assert _same(up[k], t)
 
 
+def test_mmap_tensors_are_zero_copy(tmp_path: Path) -> None:
+    path = tmp_path / "z.safetensors"
+    ptt.save_file({"a": torch.arange(64, dtype=torch.float32), "b": torch.ones(8, dtype=torch.int64)}, path)
+    with safe_open(path, "pt") as f:
+        a1, a2, b = f.get_tensor("a"), f.get_tensor("a"), f.get_tensor("b")
+        assert a1.data_ptr() == a2.data_ptr()  # both view the one map, no copies
+        # I64 "b" is written first (64 bytes), then "a": the tensors sit where the file has them
+        assert a1.data_ptr() - b.data_ptr() == 64
+    with safe_open(path, "pt", backend="pread") as f:
+        assert f.get_tensor("a").data_ptr() != f.get_tensor("a").data_ptr()
+
+
 def test_mmap_tensors_share_the_map_and_writes_do_not_reach_the_file(tmp_path: Path) -> None:
     path = tmp_path / "w.safetensors"
     ptt.save_file({"a": torch.arange(10, dtype=torch.float32)}, path)
@@ -215,6 +227,7 @@ def test_load_model_tied_weights_matches_upstream(tmp_path: Path) -> None:
     ours = ptt.load_model(ours_model, path)
     up = stt.load_model(up_model, path)
     assert (sorted(ours[0]), sorted(ours[1])) == (sorted(up[0]), sorted(up[1])) == ([], [])
+    assert (type(ours[0]), type(ours[1])) == (type(up[0]), type(up[1]))
     for (n1, p1), (n2, p2) in zip(ours_model.state_dict().items(), src.state_dict().items()):
         assert n1 == n2 and torch.equal(p1, p2)
     assert ours_model.lm_head.weight.data_ptr() == ours_model.embed.weight.data_ptr()
@@ -305,3 +318,35 @@ def test_load_file_device_argument(tmp_path: Path) -> None:
     assert ptt.load_file(path, device="cpu")["a"].device.type == "cpu"
     ours, up = _both(lambda m: m.load_file(str(path), device="foo"))
     assert str(ours) == str(up)
+
+
+def test_torch_slicing_hypothesis(tmp_path: Path) -> None:
+    from hypothesis import given, settings
+    from hypothesis import strategies as hs
+
+    path = tmp_path / "h.safetensors"
+    full = torch.arange(2 * 3 * 5 * 4, dtype=torch.int16).reshape(2, 3, 5, 4)
+    ptt.save_file({"x": full}, path)
+    bound = hs.one_of(hs.none(), hs.integers(-7, 7))
+    item = hs.one_of(
+        hs.integers(-5, 4),
+        hs.builds(slice, bound, bound, hs.one_of(hs.none(), hs.integers(1, 3))),
+        hs.just(None),
+        hs.just(...),
+    )
+
+    @settings(max_examples=100, deadline=None)
+    @given(index=hs.lists(item, max_size=5).map(tuple))
+    def check(index: tuple[Any, ...]) -> None:
+        try:
+            expected = full[index]
+        except Exception as e:  # noqa: BLE001 - then ours must fail the same way
+            with safe_open(path, "pt") as f, pytest.raises(type(e)):
+                f.get_slice("x")[index]
+            return
+        for backend in ("mmap", "pread"):
+            with safe_open(path, "pt", backend=backend) as f:
+                got = f.get_slice("x")[index]
+                assert got.shape == expected.shape and torch.equal(got, expected), index
+
+    check()

@@ -50,7 +50,8 @@ def dtype_of(array: np.ndarray, name: str = "") -> DType:
         return _reverse()[array.dtype]
     except KeyError:
         raise UnsupportedDtype(
-            f"tensor {name!r}: numpy dtype {array.dtype} has no safetensors equivalent",
+            f'Unknown dtype "{array.dtype.name}". (tensor {name!r}: numpy dtype {array.dtype} has no '
+            "safetensors equivalent)",
             tensor=name,
             dtype=str(array.dtype),
         ) from None

@@ -13,8 +13,8 @@ from .layout import LayoutEntry, WriteLayout, plan_layout
 from .slicing import SlicePlan, plan_slice
 
 __all__ = [
-    "DType",
     "HEADER_CAP",
+    "DType",
     "Header",
     "LayoutEntry",
     "SlicePlan",

@@ -8,10 +8,11 @@ gives Python/torch slice semantics (bounds clamp) for the torch face.
 from __future__ import annotations
 
 import itertools
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any
 
-from ..errors import MisalignedSubByte, SliceError
+from ..errors import MisalignedSubByte, SliceError, SliceIndexTypeError
 from .dtypes import DType
 
 _ELLIPSIS_ERROR = "Only one ellipsis (...) is allowed in slice index"
@@ -103,7 +104,7 @@ def _fmt_item(item: Any) -> str:
         return "..."
     if isinstance(item, slice):
         text = f"{'' if item.start is None else item.start}:{'' if item.stop is None else item.stop}"
-        return text + (f":{item.step}" if item.step is not None else "")
+        return text + (f":{item.step}" if item.step is not None and item.step != 1 else "")
     return repr(item)
 
 
@@ -125,37 +126,59 @@ def _as_int(value: Any) -> int | None:
 
 def plan_slice(shape: tuple[int, ...], dtype: DType, index: Any, *, clamp: bool = False, name: str = "") -> SlicePlan:
     """Normalise ``index`` against ``shape``; raise SliceError with upstream wording."""
-    if isinstance(index, list) and not index:
+    if isinstance(index, list):
+        if index:
+            raise SliceError("Non empty lists are not implemented", tensor=name)
         index = slice(0, 0)  # an empty index list selects nothing along axis 0 (as numpy)
     items = index if isinstance(index, tuple) else (index,)
-    where = f"Error during slicing {format_index(index)} with shape {list(shape)}"
-    for pos, item in enumerate(items):
-        if isinstance(item, list) and item:
-            raise SliceError("Non empty lists are not implemented", tensor=name)
-        if not (item is Ellipsis or isinstance(item, slice) or _as_int(item) is not None):
-            raise SliceError(
-                f"Unsupported slice index at position {pos}: expected slice, int, or ellipsis",
-                tensor=name,
-            )
+    # Upstream's order: the ellipsis count, then each item in turn, then the item count, then bounds.
     if sum(1 for i in items if i is Ellipsis) > 1:
         raise SliceError(_ELLIPSIS_ERROR, tensor=name)
+    at = items.index(Ellipsis) if Ellipsis in items else None
+    resolved = list(items)  # negative ints resolved: upstream's messages show them so
+    for pos, item in enumerate(items):
+        if isinstance(item, slice):
+            for part in (item.start, item.stop, item.step):
+                if part is not None and _as_int(part) is None:
+                    raise SliceIndexTypeError(
+                        f"'{type(part).__name__}' object cannot be interpreted as an integer", tensor=name
+                    )
+            step = 1 if item.step is None else _as_int(item.step)
+            if step is None or step < 1:
+                raise SliceError(f"Slice step must be a positive integer, got {item.step}", tensor=name)
+        elif item is not Ellipsis:
+            i = _as_int(item)
+            if i is None:
+                raise SliceError(
+                    f"Unsupported slice index at position {pos}: expected slice, int, or ellipsis",
+                    tensor=name,
+                )
+            if i < 0:  # upstream resolves negative ints here, against the axis the item lands on
+                axis = pos if at is None or pos < at else len(shape) - (len(items) - pos)
+                size = shape[axis] if 0 <= axis < len(shape) else 0
+                if i + size < 0:
+                    raise SliceError(f"Invalid index {i} for dimension {axis} of size {size}", tensor=name)
+                resolved[pos] = i + size
     explicit = [i for i in items if i is not Ellipsis]
+    # Messages show the index as upstream does: negatives resolved, the ellipsis expanded.
+    if at is not None:
+        resolved[at : at + 1] = [slice(None)] * max(0, len(shape) - len(explicit))
+    where = f"Error during slicing {format_index(tuple(resolved))} with shape {list(shape)}"
     if len(explicit) > len(shape):
         raise SliceError(f"{where}: more slicing indexes than dimensions in tensor", tensor=name)
-    if Ellipsis in items:
-        at = items.index(Ellipsis)
+    if at is not None:
         fill = (slice(None),) * (len(shape) - len(explicit))
         full = tuple(items[:at]) + fill + tuple(items[at + 1 :])
     else:
         full = tuple(explicit) + (slice(None),) * (len(shape) - len(explicit))
 
-    dims: list[tuple[int, int, int, bool]] = []
-    out_shape: list[int] = []
-    for axis, (item, size) in enumerate(zip(full, shape)):
+    dims: list[tuple[int, int, int, bool]] = [(0, 0, 1, True)] * len(shape)
+    # Bounds are checked last axis first, so the error names the axis upstream names.
+    for axis in reversed(range(len(shape))):
+        item, size = full[axis], shape[axis]
         if isinstance(item, slice):
             step = 1 if item.step is None else _as_int(item.step)
-            if step is None or step < 1:
-                raise SliceError(f"Slice step must be a positive integer, got {item.step}", tensor=name)
+            assert step is not None and step >= 1
             if clamp:
                 start, stop, _ = slice(item.start, item.stop, 1).indices(size)
             else:
@@ -167,8 +190,7 @@ def plan_slice(shape: tuple[int, ...], dtype: DType, index: Any, *, clamp: bool 
                 if stop > size:
                     raise _out_of_range(where, stop - 1, axis, size, name)
             count = max(0, -(-(stop - start) // step))
-            dims.append((start, count, step, True))
-            out_shape.append(count)
+            dims[axis] = (start, count, step, True)
         else:
             i = _as_int(item)
             assert i is not None
@@ -181,8 +203,9 @@ def plan_slice(shape: tuple[int, ...], dtype: DType, index: Any, *, clamp: bool 
                     f"{where}: index {i} out of bounds for tensor dimension #{axis} of size {size}",
                     tensor=name,
                 )
-            dims.append((i, 1, 1, False))
-    return SlicePlan(tuple(shape), tuple(dims), tuple(out_shape), dtype.bits)
+            dims[axis] = (i, 1, 1, False)
+    out_shape = tuple(count for _, count, _, keep in dims if keep)
+    return SlicePlan(tuple(shape), tuple(dims), out_shape, dtype.bits)
 
 
 def _out_of_range(where: str, index: int, axis: int, size: int, name: str) -> SliceError:
