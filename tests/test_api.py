@@ -435,7 +435,8 @@ def test_get_slice_differential(data: Any, tmp_path_factory: Any) -> None:
 
 _DEVICES: list[Any] = ["cpu", "cuda", "cuda:0", "cuda:1", 0, 1, "mps", "mps:0", "mps:1", "npu", "npu:3", "xpu:0", "xla",
                        "mlu:1", "musa", "hpu:2", "CPU", "cuda:", "cuda:-1", ":0", "gpu", True, None, 1.5, "cpu:0",
-                       "meta", -1, "cuda:01", "cuda:+1", " cuda", "xla:1", "mps:00"]
+                       "meta", -1, "cuda:01", "cuda:+1", " cuda", "xla:1", "mps:00", "mps:+0", "mps:01",
+                       "npu:00", "cuda:1_0", "cuda:\u0661"]
 
 
 @pytest.mark.parametrize("framework", ["np", "pt"])
