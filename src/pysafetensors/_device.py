@@ -55,7 +55,7 @@ def parse_device(device: Any) -> Device:
 
 def _index(text: str) -> int | None:
     """A device index as Rust's usize parser reads it ("+1" and "01" included), else None."""
-    digits = text[1:] if text.startswith("+") else text
+    digits = text.removeprefix("+")
     if digits and all("0" <= c <= "9" for c in digits):
         return int(digits)
     return None
