@@ -455,3 +455,17 @@ def test_device_parsing_matches_upstream(sample: Path, framework: str, device: A
             safe_open(sample, framework, device=device)
     else:
         safe_open(sample, framework, device=device).close()
+
+
+@pytest.mark.parametrize("face", ["numpy", "torch"])
+def test_faces_expose_upstream_public_names(face: str) -> None:
+    import importlib
+
+    if face == "torch":
+        pytest.importorskip("torch")
+    up = importlib.import_module(f"safetensors.{face}")
+    ours = importlib.import_module(f"pysafetensors.{face}")
+    wanted = {n for n in dir(up) if not n.startswith("__") and callable(getattr(up, n))
+              and getattr(getattr(up, n), "__module__", "").startswith("safetensors")}
+    assert wanted - set(dir(ours)) <= {"_flatten_as_ptr", "_getdtype", "_to_ndarray", "_view2torch", "_flatten",
+                                       "_is_little_endian", "_view2np"}
