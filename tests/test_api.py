@@ -435,7 +435,8 @@ def test_get_slice_differential(data: Any, tmp_path_factory: Any) -> None:
 
 _DEVICES: list[Any] = ["cpu", "cuda", "cuda:0", "cuda:1", 0, 1, "mps", "mps:0", "mps:1", "npu", "npu:3", "xpu:0", "xla",
                        "mlu:1", "musa", "hpu:2", "CPU", "cuda:", "cuda:-1", ":0", "gpu", True, None, 1.5, "cpu:0",
-                       "meta", -1, "cuda:01", "cuda:+1", " cuda", "xla:1", "mps:00"]
+                       "meta", -1, "cuda:01", "cuda:+1", " cuda", "xla:1", "mps:00", "mps:+0", "mps:01",
+                       "npu:00", "cuda:1_0", "cuda:\u0661"]
 
 
 @pytest.mark.parametrize("framework", ["np", "pt"])
@@ -454,3 +455,17 @@ def test_device_parsing_matches_upstream(sample: Path, framework: str, device: A
             safe_open(sample, framework, device=device)
     else:
         safe_open(sample, framework, device=device).close()
+
+
+@pytest.mark.parametrize("face", ["numpy", "torch"])
+def test_faces_expose_upstream_public_names(face: str) -> None:
+    import importlib
+
+    if face == "torch":
+        pytest.importorskip("torch")
+    up = importlib.import_module(f"safetensors.{face}")
+    ours = importlib.import_module(f"pysafetensors.{face}")
+    wanted = {n for n in dir(up) if not n.startswith("__") and callable(getattr(up, n))
+              and getattr(getattr(up, n), "__module__", "").startswith("safetensors")}
+    assert wanted - set(dir(ours)) <= {"_flatten_as_ptr", "_getdtype", "_to_ndarray", "_view2torch", "_flatten",
+                                       "_is_little_endian", "_view2np"}

@@ -31,25 +31,31 @@ class Device:
 
 def parse_device(device: Any) -> Device:
     """Parse ``cpu``, ``cuda``, ``cuda:N``, an int, ``mps``/``mps:0``, ``npu``... (upstream rules)."""
-    if isinstance(device, bool):
-        raise InvalidDevice(f"device {device} is invalid", device=device)
-    if isinstance(device, int):
+    if device is None:
+        return Device("cpu")  # upstream treats a missing device as the CPU
+    if isinstance(device, int):  # bool included: upstream reads True as cuda device 1
         if device < 0:
             raise InvalidDevice(f"device {device} is invalid", device=device)
-        return Device("cuda", device, label=str(device))
+        return Device("cuda", int(device), label=str(int(device)))
     text = str(device) if not isinstance(device, str) else device
     if not isinstance(device, str) and type(device).__name__ != "device":
         raise InvalidDevice(f"device {device!r} is invalid", device=device)
     kind, sep, index = text.partition(":")
     if kind == "cpu" and not sep:
         return Device("cpu")
+    number = _index(index) if sep else 0
     if kind == "mps":
-        if sep and index != "0":
+        if number != 0:
             raise InvalidDevice(f"device {text} is invalid: only mps or mps:0 is supported", device=text)
-        return Device("mps", 0 if sep else None)
-    if kind in _ACCELERATORS:
-        if not sep:
-            return Device(kind, 0 if kind == "cuda" else None)
-        if index.isdigit():
-            return Device(kind, int(index))
+        return Device("mps")  # upstream names it plain "mps" whatever the spelling
+    if kind in _ACCELERATORS and number is not None:
+        return Device(kind, number)  # a bare "npu" is npu:0, as upstream shows it
     raise InvalidDevice(f"device {text} is invalid", device=text)
+
+
+def _index(text: str) -> int | None:
+    """A device index as Rust's usize parser reads it ("+1" and "01" included), else None."""
+    digits = text.removeprefix("+")
+    if digits and all("0" <= c <= "9" for c in digits):
+        return int(digits)
+    return None

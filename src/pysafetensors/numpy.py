@@ -14,6 +14,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
+from ._api import TensorSpec, deserialize, serialize, serialize_file  # noqa: F401 - upstream's module has them
 from ._adapters.numpy import to_numpy, to_write_item
 from .handle import open_bytes, safe_open
 from .writer import write_bytes, write_file

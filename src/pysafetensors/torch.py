@@ -11,6 +11,7 @@ import os
 from collections import defaultdict
 from typing import Any, Mapping
 
+from ._api import TensorSpec, deserialize, serialize, serialize_file  # noqa: F401 - upstream's module has them
 from ._adapters.torch import dtype_of, to_torch, to_write_item
 from ._device import parse_device
 from ._optional import require

@@ -142,6 +142,10 @@ ACCEPTED: dict[str, bytes] = {
                                     b"x"),
     "nesting_at_serde_limit": build(_deep(125), b"x"),
     "dup_extra_field": build(b'{"a":{"dtype":"U8","shape":[1],"data_offsets":[0,1],"x":1,"x":[2]}}', b"x"),
+    # header length 69 (not padded to 8): tensors sit at unaligned addresses
+    "unaligned_data": build(b'{"a":{"dtype":"F64","shape":[2],"data_offsets":[0,16]},'
+                            b'"b":{"dtype":"I32","shape":[1],"data_offsets":[16,20]}}',
+                            struct.pack("<2di", 1.5, -2.25, 7)),
     "f4_even": build({"a": _t("F4", [4], 0, 2)}, b"\x12\x34"),
     "f6_four": build({"a": _t("F6_E3M2", [4], 0, 3)}, b"\x12\x34\x56"),
 }

@@ -111,3 +111,19 @@ def test_corpus_writer(tmp_path: Path) -> None:
     for name in valid:
         with pysafetensors.safe_open(tmp_path / "valid" / f"{name}.safetensors", "np") as f:
             f.get_tensors()
+
+
+@pytest.mark.parametrize("name", sorted(n for n in cases.ACCEPTED if not n.startswith(("f4", "f6"))))
+def test_accepted_edge_cases_torch(name: str, tmp_path: Path) -> None:
+    torch = pytest.importorskip("torch")
+    stt = pytest.importorskip("safetensors.torch")
+    import pysafetensors.torch as ptt
+
+    path = tmp_path / "f.safetensors"
+    path.write_bytes(cases.ACCEPTED[name])
+    up = stt.load_file(str(path))
+    for backend in ("mmap", "pread"):
+        ours = ptt.load_file(path, backend=backend)
+        assert ours.keys() == up.keys()
+        for k, v in up.items():
+            assert ours[k].dtype == v.dtype and ours[k].shape == v.shape and torch.equal(ours[k], v)

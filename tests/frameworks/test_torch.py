@@ -149,6 +149,8 @@ def _examples() -> list[dict[str, Any]]:
         {"a": base[:6], "b": base[4:], "c": base},
         {"x": w, "y": w.view(4, 3), "z": w.t()},
         {"m": torch.empty(0), "n": torch.empty(0)},
+        {"p": base[:6], "q": base[4:]},  # overlapping, neither covers the storage: upstream refuses
+        {"r": torch.arange(6.0).reshape(2, 3)[:, 1], "s": torch.arange(6.0)},
         {"meta": torch.empty(3, device="meta"), "meta2": torch.empty(3, device="meta")},
     ]
 

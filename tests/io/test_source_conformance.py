@@ -144,3 +144,10 @@ def test_atomic_sink_pwrite_and_truncate(tmp_path: Path) -> None:
 def test_atomic_sink_unwritable_directory(tmp_path: Path) -> None:
     with pytest.raises(WriteError):
         AtomicFileSink(tmp_path / "no" / "such" / "dir.bin")
+
+
+@pytest.mark.parametrize("backend", ["mmap", "pread"])
+def test_directory_is_named_in_the_error(tmp_path: Path, backend: str) -> None:
+    with pytest.raises(IsADirectoryError) as e:
+        open_source(tmp_path, backend)
+    assert e.value.filename == str(tmp_path)
