@@ -128,6 +128,10 @@ class UnsupportedDtype(SafetensorError, TypeError):
     """A dtype the chosen framework cannot represent."""
 
 
+class UnsupportedShape(SafetensorError, ValueError):
+    """A valid header shape no framework array can take (a dimension of 2**63 or more, too many axes)."""
+
+
 class SerializeError(SafetensorError, ValueError):
     """Input to serialize/save that cannot be written (bad name, metadata, buffer length...)."""
 
