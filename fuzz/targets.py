@@ -1,0 +1,149 @@
+"""Fuzz targets: each takes input bytes and a seeded RNG and raises only on a bug.
+
+A target may let a ``SafetensorError`` (or ``FileNotFoundError``) escape: that is a clean
+rejection.  Anything else escaping, a wrong answer caught by an oracle (``FuzzBug``), a crash
+or a hang is a bug.  ``classify`` turns one run into ``None`` (fine) or a report string.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import tempfile
+import traceback
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from pysafetensors import SafetensorError, deserialize, safe_open
+from pysafetensors.format import parse_header, parse_header_length
+
+from .gen import random_index
+
+ALLOWED = (SafetensorError, FileNotFoundError)
+
+
+class FuzzBug(AssertionError):
+    """An oracle disagreed: the code under test gave a wrong answer without raising."""
+
+
+def target_header(data: bytes, rng: random.Random) -> None:
+    """The pure core: length prefix, then the header JSON and layout rules."""
+    n = parse_header_length(data[:8], len(data))
+    header = parse_header(data[8 : 8 + n], len(data))
+    for t in header.tensors:
+        if not 0 <= t.begin <= t.end <= header.data_size:
+            raise FuzzBug(f"accepted tensor {t.name!r} with offsets outside the data: {t}")
+        if t.nelements * t.dtype.bits != 8 * (t.end - t.begin):
+            raise FuzzBug(f"accepted tensor {t.name!r} whose size does not match its shape: {t}")
+    if header.data_start + header.data_size != len(data):
+        raise FuzzBug("accepted a header that does not cover the file exactly")
+
+
+def target_deserialize(data: bytes, rng: random.Random) -> None:
+    out = deserialize(data)
+    for name, info in out:
+        if not isinstance(info["data"], bytes):
+            raise FuzzBug(f"deserialize gave {type(info['data'])} data for {name!r}")
+
+
+def _exercise(handle: Any, rng: random.Random) -> None:
+    """keys/metadata, every tensor, and random slices checked against numpy indexing."""
+    keys = handle.keys()
+    if keys != sorted(handle.offset_keys()):
+        raise FuzzBug("keys() is not the sorted offset_keys()")
+    handle.metadata()
+    for name in keys:
+        full = handle.get_tensor(name)
+        # Index the raw bytes (void items), so e.g. BOOL bytes other than 0/1 compare as stored.
+        raw = full.view(np.dtype((np.void, full.itemsize)))
+        sl = handle.get_slice(name)
+        if list(full.shape) != sl.get_shape():
+            raise FuzzBug(f"{name!r}: get_tensor shape {full.shape} != get_slice shape {sl.get_shape()}")
+        for _ in range(3):
+            index = random_index(rng, full.ndim)
+            try:
+                got = sl[index]
+            except SafetensorError:
+                continue
+            try:
+                want = raw[index]
+            except (IndexError, TypeError, ValueError) as e:
+                raise FuzzBug(f"{name!r}{list(full.shape)}[{index!r}] accepted but numpy rejects it: {e}") from None
+            if got.shape != np.shape(want) or got.tobytes() != np.asarray(want).tobytes():
+                raise FuzzBug(f"{name!r}{list(full.shape)}[{index!r}]: slice differs from numpy indexing")
+    try:
+        handle.get_tensor("\x00no such tensor")
+    except KeyError:
+        pass
+    else:
+        raise FuzzBug("get_tensor of a missing name did not raise")
+
+
+def target_open_bytes(data: bytes, rng: random.Random) -> None:
+    with safe_open(data, framework="np") as f:
+        _exercise(f, rng)
+
+
+def _with_file(data: bytes, body: Callable[[str], None]) -> None:
+    fd, path = tempfile.mkstemp(suffix=".safetensors", prefix="fuzz-")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        body(path)
+    finally:
+        os.unlink(path)
+
+
+def target_open_file(data: bytes, rng: random.Random) -> None:
+    def body(path: str) -> None:
+        backend = rng.choice(["mmap", "pread"])
+        with safe_open(path, framework="np", backend=backend) as f:
+            _exercise(f, rng)
+        f.close()  # idempotent
+        try:
+            f.keys()
+        except SafetensorError:
+            pass
+        else:
+            raise FuzzBug("keys() after close did not raise")
+
+    _with_file(data, body)
+
+
+def _selftest_crash(data: bytes, rng: random.Random) -> None:
+    """Kills its process, as a segfault in an extension would: checks the runner notices."""
+    import signal
+
+    os.kill(os.getpid(), signal.SIGSEGV)
+
+
+def _selftest_hang(data: bytes, rng: random.Random) -> None:
+    """Never returns: checks the runner's hang alarm."""
+    import time
+
+    while True:
+        time.sleep(1)
+
+
+TARGETS: dict[str, Callable[[bytes, random.Random], None]] = {
+    "header": target_header,
+    "deserialize": target_deserialize,
+    "open_bytes": target_open_bytes,
+    "open_file": target_open_file,
+    # Names starting with "_" are not part of "all"; they test the runner itself.
+    "_selftest_crash": _selftest_crash,
+    "_selftest_hang": _selftest_hang,
+}
+
+
+def classify(name: str, data: bytes, seed: int) -> str | None:
+    """Run one target on one input; None when it behaved, else a report with the traceback."""
+    try:
+        TARGETS[name](data, random.Random(seed))
+    except ALLOWED:
+        return None
+    except Exception:  # noqa: BLE001 - any other exception is exactly what the fuzzer hunts
+        return traceback.format_exc()
+    return None
