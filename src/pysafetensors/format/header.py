@@ -315,7 +315,7 @@ def parse_header(header: bytes | bytearray | memoryview, file_size: int) -> Head
     """Parse and validate the N header bytes of a file of ``file_size`` bytes."""
     n = len(header)
     try:
-        text = bytes(header).decode("utf-8")
+        text = str(header, "utf-8")  # no copy of a bytearray/memoryview first
     except UnicodeDecodeError as e:
         raise InvalidHeaderUtf8.make(
             f"invalid UTF-8 in header: invalid utf-8 sequence of 1 bytes from index {e.start}"
