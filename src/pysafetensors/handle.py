@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import os
 from types import TracebackType
 from typing import Any
 
 from ._adapters import load_adapter
 from ._device import parse_device
 from .errors import BYTES_PREFIX, HeaderError, InvalidBackend
+from .io.fstype import default_backend
 from .io.sources import BACKENDS, MemorySource, open_source
 from .reader import SafeFile
 
@@ -28,16 +30,20 @@ class safe_open:  # noqa: N801 - upstream's name
         framework: ``pt``/``torch``/``pytorch`` or ``np``/``numpy`` (case-sensitive).
         device: ``cpu`` (default), ``cuda``, ``cuda:N``, an int, ``mps``...
         backend: ``"mmap"`` (zero-copy views of a copy-on-write map; numpy arrays are
-            read-only) or ``"pread"`` (fresh buffers filled with ``os.preadv``).
+            read-only) or ``"pread"`` (fresh buffers filled with ``os.preadv``).  Default:
+            ``"mmap"``, or ``"pread"`` when the path is on a network or FUSE filesystem
+            (NFS, SMB, sshfs...), where a file shrunk by another client would SIGBUS a map.
 
     Usable with or without ``with``; a handle may be shared between threads.
     """
 
-    def __init__(self, filename: Any, framework: str, device: Any = "cpu", *, backend: str = "mmap") -> None:
+    def __init__(self, filename: Any, framework: str, device: Any = "cpu", *, backend: str | None = None) -> None:
         self._adapter = load_adapter(framework)
         self._framework = framework
         self._device = parse_device(device)
         self._adapter.check_device(self._device)
+        if backend is None:  # mmap, except pread for paths on network/FUSE filesystems
+            backend = default_backend(filename) if isinstance(filename, (str, os.PathLike)) else "mmap"
         self._backend = _check_backend(backend)
         self._file = SafeFile(open_source(filename, self._backend))
 
@@ -135,7 +141,7 @@ class SafeSlice:
         return f"<SafeSlice {self._name!r} {self.get_dtype()} {self.get_shape()}>"
 
 
-def _safe_open_handle(file_object: Any, framework: str, device: Any = "cpu") -> safe_open:
+def _safe_open_handle(file_object: Any, framework: str, device: Any = "cpu") -> "safe_open":
     """safe_open over an already open binary file object (or bytes)."""
     return safe_open(file_object, framework, device)
 
