@@ -19,7 +19,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
 
-from pysafetensors import safe_open  # noqa: E402
+from pysafetensors import safe_open
 
 
 def build(path: str, tensors: int) -> int:

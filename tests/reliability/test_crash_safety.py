@@ -48,7 +48,7 @@ def which_version(path: str) -> int:
     """0 or 1 when the file is exactly one of the two versions; fails otherwise."""
     with safe_open(path, framework="np", backend="pread") as f:
         v = int(f.metadata()["v"])
-        for name in f.keys():
+        for name in f.keys():  # noqa: SIM118 - safe_open is not a dict
             assert np.array_equal(f.get_tensor(name), version(v)[name]), f"torn tensor {name} in version {v}"
         assert sorted(f.keys()) == sorted(version(v))
     return v
@@ -137,12 +137,14 @@ sys.exit(1)
 def test_full_disk_gives_write_error_and_keeps_the_old_file(tmp_path: Any) -> None:
     path = os.fspath(tmp_path / "m.safetensors")
     save_file(version(0), path, metadata={"v": "0"})
-    before = open(path, "rb").read()
+    with open(path, "rb") as f:
+        before = f.read()
     proc = run_python(FULL_DISK, path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert proc.stdout.startswith("WriteError 27"), proc.stdout  # EFBIG
     assert "File too large" in proc.stdout
-    assert open(path, "rb").read() == before
+    with open(path, "rb") as f:
+        assert f.read() == before
     assert temps(os.fspath(tmp_path)) == []
 
 

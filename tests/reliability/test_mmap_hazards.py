@@ -103,7 +103,7 @@ def test_later_mount_over_the_same_point_wins() -> None:
 
 
 def test_safe_open_defaults_to_pread_on_a_network_filesystem(big: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    import pysafetensors.handle as handle
+    from pysafetensors import handle
 
     monkeypatch.setattr(handle, "default_backend", lambda path: "pread")
     with safe_open(big, framework="np") as f:
