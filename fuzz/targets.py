@@ -11,6 +11,7 @@ import os
 import random
 import tempfile
 import traceback
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -112,6 +113,51 @@ def target_open_file(data: bytes, rng: random.Random) -> None:
     _with_file(data, body)
 
 
+def _torch_bytes(t: Any) -> Any:
+    import torch
+
+    if not t.numel():
+        return torch.zeros(0, dtype=torch.uint8)
+    # A fresh C-order copy: torch calls a size-1 dim with any stride "contiguous".
+    flat = torch.empty(t.shape, dtype=t.dtype).copy_(t).reshape(-1).view(torch.uint8)
+    # BOOL bytes other than 0/1 are all "true"; indexing may normalise them.
+    return flat != 0 if t.dtype == torch.bool else flat
+
+
+def target_open_torch(data: bytes, rng: random.Random) -> None:
+    """framework="pt": get_slice must behave exactly like torch indexing of the whole tensor
+    (same result, or the same builtin error type: torch's rules are the documented semantics)."""
+    try:
+        import torch
+    except ImportError:
+        return
+    warnings.simplefilter("ignore", UserWarning)  # torch: list-as-tuple index deprecation
+    with safe_open(data, framework="pt") as f:
+        for name in f.keys():  # noqa: SIM118 - a handle, not a dict
+            full = f.get_tensor(name)
+            if not isinstance(full, torch.Tensor):
+                raise FuzzBug(f"get_tensor({name!r}) returned {type(full)}")
+            sl = f.get_slice(name)
+            for _ in range(3):
+                index = random_index(rng, full.ndim)
+                try:
+                    want, want_err = full[index], None
+                except (IndexError, TypeError, ValueError, RuntimeError) as e:
+                    want, want_err = None, e
+                try:
+                    got, got_err = sl[index], None
+                except SafetensorError:
+                    continue  # a clean rejection is always allowed
+                except (IndexError, TypeError, ValueError, RuntimeError) as e:
+                    got, got_err = None, e
+                if (want_err is None) != (got_err is None) or (want_err and type(want_err) is not type(got_err)):
+                    raise FuzzBug(f"{name!r}{list(full.shape)}[{index!r}]: torch gives {want_err!r}, get_slice {got_err!r}")
+                if want is not None and (
+                    got.shape != want.shape or got.dtype != want.dtype or not torch.equal(_torch_bytes(got), _torch_bytes(want))
+                ):
+                    raise FuzzBug(f"{name!r}{list(full.shape)}[{index!r}]: slice differs from torch indexing")
+
+
 def _selftest_crash(data: bytes, rng: random.Random) -> None:
     """Kills its process, as a segfault in an extension would: checks the runner notices."""
     import signal
@@ -132,6 +178,7 @@ TARGETS: dict[str, Callable[[bytes, random.Random], None]] = {
     "deserialize": target_deserialize,
     "open_bytes": target_open_bytes,
     "open_file": target_open_file,
+    "open_torch": target_open_torch,
     # Names starting with "_" are not part of "all"; they test the runner itself.
     "_selftest_crash": _selftest_crash,
     "_selftest_hang": _selftest_hang,
