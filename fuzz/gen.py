@@ -254,7 +254,7 @@ def _mutate_tree(tree: Obj, rng: random.Random) -> None:
         entry.set(key, vals)
 
 
-def _mutate_bytes(blob: bytes, rng: random.Random) -> bytes:
+def mutate_bytes(blob: bytes, rng: random.Random) -> bytes:
     b = bytearray(blob)
     n = int.from_bytes(b[:8], "little") if len(b) >= 8 else 0
     which = rng.randrange(9)
@@ -299,7 +299,7 @@ def mutated_file(rng: random.Random) -> bytes:
         _mutate_tree(tree, rng)
     blob = encode(tree, data, rng if rng.random() < 0.3 else None, odd_ws=rng.random() < 0.2, pad=rng.random() < 0.9)
     for _ in range(rng.choice([0, 0, 1, 1, 2])):
-        blob = _mutate_bytes(blob, rng)
+        blob = mutate_bytes(blob, rng)
     return blob
 
 

@@ -113,6 +113,28 @@ def target_open_file(data: bytes, rng: random.Random) -> None:
     _with_file(data, body)
 
 
+def target_faces(data: bytes, rng: random.Random) -> None:
+    """The bytes and file-object entry points: numpy.load, torch.load, safe_open(BytesIO)."""
+    import io
+
+    from pysafetensors.numpy import load as np_load
+
+    arrays = np_load(data)
+    with safe_open(io.BytesIO(data), framework="np") as f:
+        if f.keys() != sorted(arrays):
+            raise FuzzBug("safe_open(BytesIO) keys differ from numpy.load")
+        for name, arr in arrays.items():
+            if f.get_tensor(name).tobytes() != arr.tobytes():
+                raise FuzzBug(f"{name!r}: safe_open(BytesIO) data differs from numpy.load")
+    try:
+        from pysafetensors.torch import load as pt_load
+    except ImportError:
+        return
+    tensors = pt_load(data)
+    if list(tensors) != list(arrays):
+        raise FuzzBug("torch.load and numpy.load disagree on the tensor names")
+
+
 def _torch_bytes(t: Any) -> Any:
     import torch
 
@@ -179,6 +201,7 @@ TARGETS: dict[str, Callable[[bytes, random.Random], None]] = {
     "open_bytes": target_open_bytes,
     "open_file": target_open_file,
     "open_torch": target_open_torch,
+    "faces": target_faces,
     # Names starting with "_" are not part of "all"; they test the runner itself.
     "_selftest_crash": _selftest_crash,
     "_selftest_hang": _selftest_hang,
