@@ -188,9 +188,8 @@ def test_file_verdicts_match_upstream_safe_open(tmp_path: os.PathLike[str]) -> N
 def test_mutants_of_upstream_written_files_match_upstream() -> None:
     """Valid files written by upstream itself (its own layout and padding), then mutated."""
     import numpy as np
-    from safetensors.numpy import save as upstream_save
-
     from fuzz.gen import mutate_bytes
+    from safetensors.numpy import save as upstream_save
 
     disagreements = []
     for seed in range(1500):
