@@ -31,3 +31,9 @@ bench: $(STAMP)
 
 clean:
 	rm -rf $(VENV) demo bench-data
+
+# Fuzz for a time budget (seconds); exit 1 and inputs under fuzz/crashes/ when a bug is found.
+FUZZ_SECONDS ?= 60
+.PHONY: fuzz
+fuzz: $(STAMP)
+	$(BIN)/python fuzz/run.py --seconds $(FUZZ_SECONDS)

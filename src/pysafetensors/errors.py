@@ -16,6 +16,11 @@ class SafetensorError(Exception):
     def __init__(self, message: str = "", **context: Any) -> None:
         super().__init__(message)
         self.__dict__.update(context)
+        if isinstance(self, OSError):
+            # OSError's errno/strerror/filename are C slots that shadow __dict__: set them too.
+            for key in ("errno", "strerror", "filename"):
+                if key in context:
+                    setattr(self, key, context[key])
 
     def __str__(self) -> str:
         # KeyError/IndexError mixins would otherwise repr() the message.
@@ -133,6 +138,10 @@ class UnknownDtype(SafetensorError, ValueError):
 
 class UnsupportedDtype(SafetensorError, TypeError):
     """A dtype the chosen framework cannot represent."""
+
+
+class UnsupportedShape(SafetensorError, ValueError):
+    """A valid header shape no framework array can take (a dimension of 2**63 or more, too many axes)."""
 
 
 class SerializeError(SafetensorError, ValueError):

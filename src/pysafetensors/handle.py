@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import contextlib
+import os
 from types import TracebackType
 from typing import Any, Mapping
 
 from ._adapters import load_adapter
 from ._device import parse_device
 from .errors import BYTES_PREFIX, HeaderError, InvalidBackend
+from .io.fstype import default_backend
 from .io.sources import BACKENDS, MemorySource
 from .reader import SafeFile
 from .sharded import open_file
@@ -32,7 +34,9 @@ class safe_open:  # noqa: N801 - upstream's name
         framework: ``pt``/``torch``/``pytorch`` or ``np``/``numpy`` (case-sensitive).
         device: ``cpu`` (default), ``cuda``, ``cuda:N``, an int, ``mps``...
         backend: ``"mmap"`` (zero-copy views of a copy-on-write map; numpy arrays are
-            read-only) or ``"pread"`` (fresh buffers filled with ``os.preadv``).
+            read-only) or ``"pread"`` (fresh buffers filled with ``os.preadv``).  Default:
+            ``"mmap"``, or ``"pread"`` when the path is on a network or FUSE filesystem
+            (NFS, SMB, sshfs...), where a file shrunk by another client would SIGBUS a map.
         storage_options: options for a remote source: for HTTP ``token``, ``headers``,
             ``timeout``, ``retries``, ``allow_full_download``...; for fsspec URLs the
             filesystem's options (``key``, ``secret``, ``client_kwargs``, ``anon``...).
@@ -46,13 +50,15 @@ class safe_open:  # noqa: N801 - upstream's name
         framework: str,
         device: Any = "cpu",
         *,
-        backend: str = "mmap",
+        backend: str | None = None,
         storage_options: Mapping[str, Any] | None = None,
     ) -> None:
         self._adapter = load_adapter(framework)
         self._framework = framework
         self._device = parse_device(device)
         self._adapter.check_device(self._device)
+        if backend is None:  # mmap, except pread for paths on network/FUSE filesystems
+            backend = default_backend(filename) if isinstance(filename, (str, os.PathLike)) else "mmap"
         self._backend = _check_backend(backend)
         self._file: Any = open_file(filename, self._backend, storage_options)
 
@@ -159,7 +165,7 @@ class SafeSlice:
         return f"<SafeSlice {self._name!r} {self.get_dtype()} {self.get_shape()}>"
 
 
-def _safe_open_handle(file_object: Any, framework: str, device: Any = "cpu") -> safe_open:
+def _safe_open_handle(file_object: Any, framework: str, device: Any = "cpu") -> "safe_open":
     """safe_open over an already open binary file object (or bytes)."""
     return safe_open(file_object, framework, device)
 

@@ -11,7 +11,7 @@ import threading
 from dataclasses import dataclass
 from typing import Any, Iterator
 
-from .errors import FileClosed, HeaderError, TensorNotFound
+from .errors import FileClosed, HeaderError, TensorNotFound, UnsupportedShape
 from .format.dtypes import DType
 from .format.header import HEADER_CAP, N_LEN, Header, TensorInfo, parse_header, parse_header_length
 from .format.slicing import SlicePlan
@@ -26,6 +26,21 @@ _READ_CHUNK = 16 << 20
 # is at most _BLOCK_SLACK times the bytes needed (fewer syscalls beat a few extra bytes).
 _MANY_RANGES = 64
 _BLOCK_SLACK = 2
+# Arrays index with signed 64-bit sizes; a zero-element tensor may still declare a bigger dim.
+_MAX_DIM = (1 << 63) - 1
+
+
+def check_representable(name: str, shape: tuple[int, ...]) -> None:
+    """Refuse a shape no 64-bit array library can represent (adapters call this before building
+    an array: the format allows e.g. ``[2**64 - 1, 0]``, numpy and torch do not)."""
+    for axis, d in enumerate(shape):
+        if d > _MAX_DIM:
+            raise UnsupportedShape(
+                f"tensor {name!r}: dimension #{axis} is {d}, over the {_MAX_DIM} that arrays can index "
+                f"(shape {list(shape)})",
+                tensor=name,
+                shape=shape,
+            )
 
 
 @dataclass(frozen=True)

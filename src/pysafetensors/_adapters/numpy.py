@@ -16,11 +16,13 @@ from typing import Any
 import numpy as np
 
 from .._device import Device
-from ..errors import InvalidDevice, SerializeError, UnsupportedDtype
+from ..errors import InvalidDevice, SerializeError, UnsupportedDtype, UnsupportedShape
 from ..format.dtypes import DType, all_dtypes
 from ..format.slicing import plan_slice
-from ..reader import RawTensor, SafeFile
+from ..reader import RawTensor, SafeFile, check_representable
 from ..writer import WriteItem
+
+_MAX_NDIM = 64 if int(np.__version__.split(".")[0]) >= 2 else 32  # numpy's NPY_MAXDIMS
 
 NAME = "numpy"
 
@@ -105,6 +107,12 @@ def pack(codes: np.ndarray, dtype: DType) -> np.ndarray:
 def to_numpy(raw: RawTensor) -> np.ndarray:
     """A RawTensor as an array: a zero-copy view except for packed sub-byte dtypes."""
     nd = numpy_dtype(raw.dtype)
+    check_representable(raw.name, raw.shape)
+    if len(raw.shape) > _MAX_NDIM:  # numpy's own limit (64); torch has none
+        raise UnsupportedShape(
+            f"tensor {raw.name!r} has {len(raw.shape)} dimensions, numpy supports at most {_MAX_NDIM}",
+            tensor=raw.name,
+        )
     if raw.dtype.packed:
         count = 1
         for d in raw.shape:

@@ -11,7 +11,7 @@ from .._optional import require
 from ..errors import MisalignedSubByte, SerializeError, UnsupportedDtype
 from ..format.dtypes import DType, all_dtypes
 from ..format.slicing import plan_slice
-from ..reader import RawTensor, SafeFile
+from ..reader import RawTensor, SafeFile, check_representable
 from ..writer import WriteItem
 
 NAME = "torch"
@@ -73,6 +73,7 @@ def _torch_shape(raw_dtype: DType, shape: tuple[int, ...], name: str) -> tuple[i
 
 def to_torch(raw: RawTensor) -> Any:
     tdt = torch_dtype(raw.dtype)
+    check_representable(raw.name, raw.shape)
     shape = _torch_shape(raw.dtype, raw.shape, raw.name)
     if len(raw.data) == 0:
         return torch.empty(shape, dtype=tdt)

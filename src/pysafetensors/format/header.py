@@ -110,8 +110,8 @@ class _Object(dict):  # type: ignore[type-arg]
     The class attributes are the common case, so most objects never set instance attributes.
     """
 
-    duplicates: list[str] = []
-    replaced: list[Any] = []
+    duplicates: tuple[str, ...] | list[str] = ()
+    replaced: tuple[Any, ...] | list[Any] = ()
     depth: int = 1
 
 
@@ -134,12 +134,13 @@ def _pairs_hook(pairs: list[tuple[str, Any]]) -> _Object:
     obj = _Object(pairs)
     if len(obj) != len(pairs):
         seen: dict[str, Any] = {}
-        obj.duplicates, obj.replaced = [], []
+        duplicates, replaced = [], []
         for key, value in pairs:
             if key in seen:
-                obj.duplicates.append(key)
-                obj.replaced.append(seen[key])
+                duplicates.append(key)
+                replaced.append(seen[key])
             seen[key] = value
+        obj.duplicates, obj.replaced = duplicates, replaced
     deepest = 0
     for value in pairs:
         v = value[1]
@@ -290,7 +291,7 @@ def _tensor_entry(name: str, raw: Any) -> tuple[DType, tuple[int, ...], int, int
         if field not in fields:
             raise _json_error(f"missing field `{field}` (tensor `{name}`)")
     code = fields["dtype"]
-    if isinstance(code, dict) and len(code) == 1 and not code.duplicates:
+    if isinstance(code, _Object) and len(code) == 1 and not code.duplicates:
         # serde accepts a unit enum variant written as a single-key map: {"F32": null}.
         variant, unit = next(iter(code.items()))
         if unit is not None:
@@ -331,7 +332,7 @@ def parse_header(header: bytes | bytearray | memoryview, file_size: int) -> Head
     """Parse and validate the N header bytes of a file of ``file_size`` bytes."""
     n = len(header)
     try:
-        text = bytes(header).decode("utf-8")
+        text = str(header, "utf-8")  # no copy of a bytearray/memoryview first
     except UnicodeDecodeError as e:
         raise InvalidHeaderUtf8.make(
             f"invalid UTF-8 in header: invalid utf-8 sequence of 1 bytes from index {e.start}"
@@ -361,9 +362,9 @@ def _careful_header(text: str, n: int, file_size: int) -> Header:
         raise _json_error("recursion limit exceeded") from None
     except ValueError as e:
         raise _json_error(str(e)) from None
-    if not isinstance(raw, dict):
+    if not isinstance(raw, _Object):
         raise _json_error(f"invalid type: {_unexpected(raw)}, expected struct HashMetadata")
-    if METADATA_KEY in getattr(raw, "duplicates", ()):
+    if METADATA_KEY in raw.duplicates:
         raise _json_error(f"duplicate field `{METADATA_KEY}`")
     # serde_json rejects a lone surrogate anywhere, even in fields it then ignores.
     if _SURROGATE_ESCAPE.search(text) and _has_lone_surrogate(raw):

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
+import re
 import secrets
+import socket
 import stat
 from types import TracebackType
 from typing import Protocol, Sequence
@@ -59,18 +62,74 @@ def _writev_all(fd: int, buffers: Sequence[Buffer], name: str) -> None:
                 n = 0
 
 
+def _writer_tag() -> str:
+    """Names this host and PID namespace, so a PID in a temp file name can be checked for life.
+
+    A temp file whose tag differs was written by a process we cannot see (another machine on
+    a network filesystem, another container): its PID means nothing here and it is never removed.
+    """
+    try:
+        ns = str(os.stat("/proc/self/ns/pid").st_ino)
+    except OSError:
+        ns = ""
+    return hashlib.sha1(f"{socket.gethostname()}:{ns}".encode()).hexdigest()[:8]
+
+
+_TAG = _writer_tag()
+
+
+def _pid_alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True  # another sink of ours (a thread) may be writing it right now
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True  # exists but belongs to someone else (EPERM), or we cannot tell
+    return True
+
+
+def remove_stale_temps(path: str | os.PathLike[str]) -> list[str]:
+    """Delete temp files beside ``path`` left by writers that died (SIGKILL, power loss...).
+
+    Only names of the form ``.{basename}.{tag}.{pid}.{token}.tmp`` with this host's tag and a
+    PID that no longer runs are removed, so a live writer's temp file is never touched.
+    Returns the paths removed.  Best effort: errors are ignored.
+    """
+    directory, base = os.path.split(os.path.abspath(os.fspath(path)))
+    pattern = re.compile(re.escape(f".{base}.{_TAG}.") + r"([0-9]+)\.[0-9a-f]{12}\.tmp")
+    removed: list[str] = []
+    try:
+        names = [e.name for e in os.scandir(directory) if e.name.startswith(f".{base}.{_TAG}.")]
+    except OSError:
+        return removed
+    for name in names:
+        m = pattern.fullmatch(name)
+        if m is None or _pid_alive(int(m.group(1))):
+            continue
+        try:
+            os.unlink(os.path.join(directory, name))
+            removed.append(os.path.join(directory, name))
+        except OSError:
+            pass
+    return removed
+
+
 class AtomicFileSink:
     """Writes a temp file beside ``path``; ``commit`` fsyncs and renames it into place.
 
     The temp file is created with mode 0o666 so the umask applies exactly as it does for
     ``open()``; when ``path`` already exists its mode is kept, as ``open(path, "wb")`` would.
-    Until ``commit`` the old file is untouched; on any error the temp file is removed.
+    Until ``commit`` the old file is untouched; on any error the temp file is removed.  The
+    temp name embeds a host/PID-namespace tag and the writer's PID; after each successful
+    commit, temp files of the same target left by dead writers are removed.
     """
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = os.fspath(path)
         directory, base = os.path.split(os.path.abspath(self.path))
-        self.tmp_path = os.path.join(directory, f".{base}.{secrets.token_hex(6)}.tmp")
+        self.tmp_path = os.path.join(directory, f".{base}.{_TAG}.{os.getpid()}.{secrets.token_hex(6)}.tmp")
         try:
             self._fd = os.open(
                 self.tmp_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o666
@@ -118,6 +177,7 @@ class AtomicFileSink:
                 os.close(dfd)
         except OSError:
             pass  # directory fsync is best effort (not supported everywhere)
+        remove_stale_temps(self.path)
 
     def abort(self) -> None:
         if self._fd >= 0:

@@ -75,7 +75,11 @@ class MmapSource:
             return memoryview(b"")
         if offset + length > self.size:
             raise _short_read(self.name, offset, length, max(0, self.size - offset))
-        return self._view[offset : offset + length]
+        try:
+            return self._view[offset : offset + length]
+        except ValueError:
+            # close() in another thread released the view after the check above.
+            raise FileClosed("File is closed") from None
 
     def read_into(self, offset: int, buffer: memoryview) -> None:
         buffer[:] = self.view(offset, len(buffer))

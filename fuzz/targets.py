@@ -1,0 +1,222 @@
+"""Fuzz targets: each takes input bytes and a seeded RNG and raises only on a bug.
+
+A target may let a ``SafetensorError`` (or ``FileNotFoundError``) escape: that is a clean
+rejection.  Anything else escaping, a wrong answer caught by an oracle (``FuzzBug``), a crash
+or a hang is a bug.  ``classify`` turns one run into ``None`` (fine) or a report string.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import tempfile
+import traceback
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from pysafetensors import SafetensorError, deserialize, safe_open
+from pysafetensors.format import parse_header, parse_header_length
+
+from .gen import random_index
+
+ALLOWED = (SafetensorError, FileNotFoundError)
+
+
+class FuzzBug(AssertionError):
+    """An oracle disagreed: the code under test gave a wrong answer without raising."""
+
+
+def target_header(data: bytes, rng: random.Random) -> None:
+    """The pure core: length prefix, then the header JSON and layout rules."""
+    n = parse_header_length(data[:8], len(data))
+    header = parse_header(data[8 : 8 + n], len(data))
+    for t in header.tensors:
+        if not 0 <= t.begin <= t.end <= header.data_size:
+            raise FuzzBug(f"accepted tensor {t.name!r} with offsets outside the data: {t}")
+        if t.nelements * t.dtype.bits != 8 * (t.end - t.begin):
+            raise FuzzBug(f"accepted tensor {t.name!r} whose size does not match its shape: {t}")
+    if header.data_start + header.data_size != len(data):
+        raise FuzzBug("accepted a header that does not cover the file exactly")
+
+
+def target_deserialize(data: bytes, rng: random.Random) -> None:
+    out = deserialize(data)
+    for name, info in out:
+        if not isinstance(info["data"], bytes):
+            raise FuzzBug(f"deserialize gave {type(info['data'])} data for {name!r}")
+
+
+def _exercise(handle: Any, rng: random.Random) -> None:
+    """keys/metadata, every tensor, and random slices checked against numpy indexing."""
+    keys = handle.keys()
+    if keys != sorted(handle.offset_keys()):
+        raise FuzzBug("keys() is not the sorted offset_keys()")
+    handle.metadata()
+    for name in keys:
+        full = handle.get_tensor(name)
+        # Index the raw bytes (void items), so e.g. BOOL bytes other than 0/1 compare as stored.
+        raw = full.view(np.dtype((np.void, full.itemsize)))
+        sl = handle.get_slice(name)
+        if list(full.shape) != sl.get_shape():
+            raise FuzzBug(f"{name!r}: get_tensor shape {full.shape} != get_slice shape {sl.get_shape()}")
+        for _ in range(3):
+            index = random_index(rng, full.ndim)
+            try:
+                got = sl[index]
+            except SafetensorError:
+                continue
+            # Upstream reads a bool index as the int it is (True is 1), not as numpy's new axis.
+            items = index if isinstance(index, tuple) else (index,)
+            as_numpy = tuple(int(i) if isinstance(i, bool) else i for i in items)
+            try:
+                want = raw[as_numpy if isinstance(index, tuple) else as_numpy[0]]
+            except (IndexError, TypeError, ValueError) as e:
+                raise FuzzBug(f"{name!r}{list(full.shape)}[{index!r}] accepted but numpy rejects it: {e}") from None
+            if got.shape != np.shape(want) or got.tobytes() != np.asarray(want).tobytes():
+                raise FuzzBug(f"{name!r}{list(full.shape)}[{index!r}]: slice differs from numpy indexing")
+    try:
+        handle.get_tensor("\x00no such tensor")
+    except KeyError:
+        pass
+    else:
+        raise FuzzBug("get_tensor of a missing name did not raise")
+
+
+def target_open_bytes(data: bytes, rng: random.Random) -> None:
+    with safe_open(data, framework="np") as f:
+        _exercise(f, rng)
+
+
+def _with_file(data: bytes, body: Callable[[str], None]) -> None:
+    fd, path = tempfile.mkstemp(suffix=".safetensors", prefix="fuzz-")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        body(path)
+    finally:
+        os.unlink(path)
+
+
+def target_open_file(data: bytes, rng: random.Random) -> None:
+    def body(path: str) -> None:
+        backend = rng.choice(["mmap", "pread"])
+        with safe_open(path, framework="np", backend=backend) as f:
+            _exercise(f, rng)
+        f.close()  # idempotent
+        try:
+            f.keys()
+        except SafetensorError:
+            pass
+        else:
+            raise FuzzBug("keys() after close did not raise")
+
+    _with_file(data, body)
+
+
+def target_faces(data: bytes, rng: random.Random) -> None:
+    """The bytes and file-object entry points: numpy.load, torch.load, safe_open(BytesIO)."""
+    import io
+
+    from pysafetensors.numpy import load as np_load
+
+    arrays = np_load(data)
+    with safe_open(io.BytesIO(data), framework="np") as f:
+        if f.keys() != sorted(arrays):
+            raise FuzzBug("safe_open(BytesIO) keys differ from numpy.load")
+        for name, arr in arrays.items():
+            if f.get_tensor(name).tobytes() != arr.tobytes():
+                raise FuzzBug(f"{name!r}: safe_open(BytesIO) data differs from numpy.load")
+    try:
+        from pysafetensors.torch import load as pt_load
+    except ImportError:
+        return
+    tensors = pt_load(data)
+    if list(tensors) != list(arrays):
+        raise FuzzBug("torch.load and numpy.load disagree on the tensor names")
+
+
+def _torch_bytes(t: Any) -> Any:
+    import torch
+
+    if not t.numel():
+        return torch.zeros(0, dtype=torch.uint8)
+    # A fresh C-order copy: torch calls a size-1 dim with any stride "contiguous".
+    flat = torch.empty(t.shape, dtype=t.dtype).copy_(t).reshape(-1).view(torch.uint8)
+    # BOOL bytes other than 0/1 are all "true"; indexing may normalise them.
+    return flat != 0 if t.dtype == torch.bool else flat
+
+
+def target_open_torch(data: bytes, rng: random.Random) -> None:
+    """framework="pt": get_slice must behave exactly like torch indexing of the whole tensor
+    (same result, or the same builtin error type: torch's rules are the documented semantics)."""
+    try:
+        import torch
+    except ImportError:
+        return
+    warnings.simplefilter("ignore", UserWarning)  # torch: list-as-tuple index deprecation
+    with safe_open(data, framework="pt") as f:
+        for name in f.keys():  # noqa: SIM118 - a handle, not a dict
+            full = f.get_tensor(name)
+            if not isinstance(full, torch.Tensor):
+                raise FuzzBug(f"get_tensor({name!r}) returned {type(full)}")
+            sl = f.get_slice(name)
+            for _ in range(3):
+                index = random_index(rng, full.ndim)
+                try:
+                    want, want_err = full[index], None
+                except (IndexError, TypeError, ValueError, RuntimeError) as e:
+                    want, want_err = None, e
+                try:
+                    got, got_err = sl[index], None
+                except SafetensorError:
+                    continue  # a clean rejection is always allowed
+                except (IndexError, TypeError, ValueError, RuntimeError) as e:
+                    got, got_err = None, e
+                if (want_err is None) != (got_err is None) or (want_err and type(want_err) is not type(got_err)):
+                    raise FuzzBug(f"{name!r}{list(full.shape)}[{index!r}]: torch gives {want_err!r}, get_slice {got_err!r}")
+                if want is not None and (
+                    got.shape != want.shape or got.dtype != want.dtype or not torch.equal(_torch_bytes(got), _torch_bytes(want))
+                ):
+                    raise FuzzBug(f"{name!r}{list(full.shape)}[{index!r}]: slice differs from torch indexing")
+
+
+def _selftest_crash(data: bytes, rng: random.Random) -> None:
+    """Kills its process, as a segfault in an extension would: checks the runner notices."""
+    import signal
+
+    os.kill(os.getpid(), signal.SIGSEGV)
+
+
+def _selftest_hang(data: bytes, rng: random.Random) -> None:
+    """Never returns: checks the runner's hang alarm."""
+    import time
+
+    while True:
+        time.sleep(1)
+
+
+TARGETS: dict[str, Callable[[bytes, random.Random], None]] = {
+    "header": target_header,
+    "deserialize": target_deserialize,
+    "open_bytes": target_open_bytes,
+    "open_file": target_open_file,
+    "open_torch": target_open_torch,
+    "faces": target_faces,
+    # Names starting with "_" are not part of "all"; they test the runner itself.
+    "_selftest_crash": _selftest_crash,
+    "_selftest_hang": _selftest_hang,
+}
+
+
+def classify(name: str, data: bytes, seed: int) -> str | None:
+    """Run one target on one input; None when it behaved, else a report with the traceback."""
+    try:
+        TARGETS[name](data, random.Random(seed))
+    except ALLOWED:
+        return None
+    except Exception:  # noqa: BLE001 - any other exception is exactly what the fuzzer hunts
+        return traceback.format_exc()
+    return None

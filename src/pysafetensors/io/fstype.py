@@ -1,0 +1,76 @@
+"""Which filesystem a path lives on, and the safe default read backend for it.
+
+A mapped file that shrinks under the reader (another client truncates or rewrites it in
+place) kills the process with SIGBUS when a page past the new end is touched.  On a local
+disk only a process on this machine can do that; on a network or FUSE filesystem any client
+can, and a server or network error on a page fault is also a SIGBUS instead of an ``EIO``.
+``pread`` turns both into a clean ``SourceError``, so it is the default there.
+"""
+
+from __future__ import annotations
+
+import os
+
+# Kernel fs type names (mountinfo field 9) of network, cluster and FUSE filesystems.
+NETWORK_FS_TYPES = frozenset({
+    "nfs", "nfs4", "cifs", "smb3", "smbfs", "ncpfs", "9p", "afs", "ceph", "glusterfs", "lustre",
+    "gpfs", "beegfs", "ocfs2", "gfs2", "davfs", "sshfs", "fuse", "fuseblk",
+})
+MOUNTINFO = "/proc/self/mountinfo"
+
+
+def _unescape(field: str) -> str:
+    # mountinfo escapes space, tab, newline and backslash as \ooo octal.
+    out, i = [], 0
+    while i < len(field):
+        if field[i] == "\\" and len(field[i + 1 : i + 4]) == 3 and field[i + 1 : i + 4].isdigit():
+            out.append(chr(int(field[i + 1 : i + 4], 8)))
+            i += 4
+        else:
+            out.append(field[i])
+            i += 1
+    return "".join(out)
+
+
+def parse_mountinfo(text: str) -> list[tuple[str, str]]:
+    """(mount point, fs type) pairs from /proc/self/mountinfo text, in file order."""
+    mounts = []
+    for line in text.splitlines():
+        left, sep, right = line.partition(" - ")
+        fields = left.split()
+        if not sep or len(fields) < 5 or not right.split():
+            continue
+        mounts.append((_unescape(fields[4]), right.split()[0]))
+    return mounts
+
+
+def filesystem_type(path: str | os.PathLike[str], mountinfo: str | None = None) -> str | None:
+    """The fs type of the mount holding ``path`` (``"ext4"``, ``"nfs4"``...), or None if unknown."""
+    if mountinfo is None:
+        try:
+            with open(MOUNTINFO, encoding="utf-8", errors="surrogateescape") as f:
+                mountinfo = f.read()
+        except OSError:
+            return None  # not Linux, or no /proc
+    real = os.path.realpath(os.fspath(path))
+    best: tuple[int, str] | None = None
+    for point, fstype in parse_mountinfo(mountinfo):
+        inside = real == point or real.startswith(point.rstrip("/") + "/")
+        # The last of equally long matches wins: a later mount hides an earlier one.
+        if inside and (best is None or len(point) >= best[0]):
+            best = (len(point), fstype)
+    return best[1] if best else None
+
+
+def is_network_fs(fstype: str | None) -> bool:
+    if fstype is None:
+        return False
+    return fstype in NETWORK_FS_TYPES or fstype.startswith("fuse.")
+
+
+def default_backend(path: str | os.PathLike[str], mountinfo: str | None = None) -> str:
+    """``"pread"`` for files on network/FUSE filesystems, else ``"mmap"``."""
+    try:
+        return "pread" if is_network_fs(filesystem_type(path, mountinfo)) else "mmap"
+    except (OSError, ValueError):
+        return "mmap"

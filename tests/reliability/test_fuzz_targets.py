@@ -1,0 +1,145 @@
+"""The fuzz targets on a fixed batch of seeds, the runner end to end, and regression tests
+for every bug the fuzzer found."""
+
+from __future__ import annotations
+
+import json
+import random
+import struct
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from _reliability_helpers import ROOT
+from fuzz.gen import random_input
+from fuzz.targets import TARGETS, classify
+
+from pysafetensors import SafetensorError, deserialize, safe_open
+from pysafetensors.errors import InvalidHeaderJson, UnsupportedShape
+from pysafetensors.format import parse_header
+
+
+def frame(header: dict | str, data: bytes = b"") -> bytes:
+    h = (header if isinstance(header, str) else json.dumps(header)).encode("utf-8", "surrogatepass")
+    return struct.pack("<Q", len(h)) + h + data
+
+
+@pytest.mark.parametrize("target", sorted(t for t in TARGETS if not t.startswith("_")))
+def test_targets_survive_a_fixed_batch(target: str) -> None:
+    """Seeds 0..399 through each target: only SafetensorError may escape, and oracles agree."""
+    bugs = [(seed, report) for seed in range(400) if (report := classify(target, random_input(random.Random(seed)), seed))]
+    assert not bugs, f"{len(bugs)} bug(s); first (seed {bugs[0][0]}):\n{bugs[0][1]}"
+
+
+def test_runner_reports_no_bugs_and_a_summary() -> None:
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "fuzz" / "run.py"), "--seconds", "4", "--seed", "7"],
+        check=False, capture_output=True, text=True, timeout=120,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "first seed 7" in proc.stdout and "no bugs" in proc.stdout
+
+
+def _run(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, str(ROOT / "fuzz" / "run.py"), *args], check=False, capture_output=True, text=True, timeout=120
+    )
+
+
+def test_runner_reports_a_crash_with_its_seed(tmp_path: object) -> None:
+    proc = _run("--target", "_selftest_crash", "--seconds", "30", "--seed", "5", "--count", "2", "--crash-dir", str(tmp_path))
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "CRASH (signal 11) on seed 5" in proc.stderr and "on seed 6" in proc.stderr
+
+
+def test_runner_reports_a_hang(tmp_path: object) -> None:
+    proc = _run("--target", "_selftest_hang", "--hang-seconds", "1", "--seconds", "30", "--seed", "3", "--count", "1", "--crash-dir", str(tmp_path))
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "Hang" in proc.stdout and "seed 3" in proc.stderr
+    assert (tmp_path / "_selftest_hang-3.safetensors").exists()  # type: ignore[operator]
+
+
+# --- regressions ---------------------------------------------------------------------------
+
+HUGE_DIM_ZERO_ELEMENTS = frame({"t": {"dtype": "F32", "shape": [2**63, 0], "data_offsets": [0, 0]}})
+
+
+@pytest.mark.parametrize("framework", ["np", "pt"])
+def test_zero_element_tensor_with_a_dimension_over_int64(framework: str) -> None:
+    """Found by the fuzzer (seed 4744): the header is valid, numpy/torch cannot build the
+    array and raised ValueError/TypeError; now a SafetensorError (UnsupportedShape, a ValueError)."""
+    if framework == "pt":
+        pytest.importorskip("torch")
+    assert deserialize(HUGE_DIM_ZERO_ELEMENTS)[0][1]["shape"] == [2**63, 0]  # bytes API: fine
+    with safe_open(HUGE_DIM_ZERO_ELEMENTS, framework=framework) as f:
+        assert f.keys() == ["t"]
+        assert f.get_slice("t").get_shape() == [2**63, 0]
+        with pytest.raises(UnsupportedShape, match="dimension #0"):
+            f.get_tensor("t")
+        with pytest.raises(UnsupportedShape):
+            f.get_tensors()
+        with pytest.raises(UnsupportedShape):
+            f.get_slice("t")[:]
+        assert tuple(f.get_slice("t")[0:3].shape) == (3, 0)  # a slice that fits is fine
+
+
+def test_more_axes_than_numpy_supports() -> None:
+    data = frame({"t": {"dtype": "F32", "shape": [1] * 65, "data_offsets": [0, 4]}}, b"\0" * 4)
+    with safe_open(data, framework="np") as f, pytest.raises(UnsupportedShape, match="65 dimensions"):
+        f.get_tensor("t")
+    torch = pytest.importorskip("torch")
+    with safe_open(data, framework="pt") as f:
+        assert f.get_tensor("t").shape == torch.Size([1] * 65)
+
+
+T = {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]}
+
+
+@pytest.mark.parametrize(
+    "header",
+    [
+        '{"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4],"x":' + "[" * 126 + "]" * 126 + "}}",
+        '{"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4],"x":1e400}}',
+        '{"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4],"x":' + "1" * 310 + "}}",
+        '{"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4],"x":"\\ud800"}}',
+        '{"a":{"dtype":"X"},"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}}',
+        '{"__metadata__":{"k":1,"k":"v"},"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}}',
+        "[" * 100_000 + "]" * 100_000,
+    ],
+    ids=["depth-128", "1e400", "310-digit-int", "surrogate-in-ignored", "bad-replaced-duplicate", "bad-replaced-metadata", "depth-100000"],
+)
+def test_serde_rejections_found_by_differential_testing(header: str) -> None:
+    """Each of these was accepted before the header fix; upstream (serde_json) rejects it."""
+    data = frame(header, b"\0" * 4)
+    with pytest.raises(InvalidHeaderJson):
+        parse_header(data[8 : len(data) - 4], len(data))
+
+
+@pytest.mark.parametrize(
+    "header",
+    [
+        '{"a":{"dtype":{"F32":null},"shape":[1],"data_offsets":[0,4]}}',
+        '{"a":[{"F32":null},[1],[0,4]]}',
+        '{"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4],"x":' + "[" * 125 + "]" * 125 + "}}",
+        '{"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4],"x":[1e308,1e-400,' + "1" * 309 + "]}}",
+    ],
+    ids=["dtype-map", "dtype-map-list-form", "depth-127", "numbers-in-range"],
+)
+def test_serde_acceptances_found_by_differential_testing(header: str) -> None:
+    data = frame(header, b"\0" * 4)
+    h = parse_header(data[8 : len(data) - 4], len(data))
+    assert h.tensors[0].dtype.code == "F32" and h.tensors[0].shape == (1,)
+
+
+def test_slices_of_random_files_match_numpy_indexing() -> None:
+    """The open_bytes target's oracle on a known-good file, so a regression is obvious."""
+    arr = np.arange(2 * 3 * 4, dtype=np.int16).reshape(2, 3, 4)
+    from pysafetensors.numpy import save
+
+    with safe_open(save({"a": arr}), framework="np") as f:
+        sl = f.get_slice("a")
+        for index in [(0,), (1, slice(None, None, 2)), (Ellipsis, 3), (slice(0, 2), 1, slice(1, 4, 2)), ()]:
+            assert np.array_equal(sl[index], arr[index]), index
+        with pytest.raises(SafetensorError):
+            sl[0, 0, 0, 0]

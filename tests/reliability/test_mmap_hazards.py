@@ -1,0 +1,118 @@
+"""What happens when someone else truncates a file we read, and the network-fs default."""
+
+from __future__ import annotations
+
+import os
+import signal
+from typing import Any
+
+import numpy as np
+import pytest
+from _reliability_helpers import run_python
+
+from pysafetensors import safe_open
+from pysafetensors.errors import SourceError
+from pysafetensors.io.fstype import default_backend, filesystem_type, is_network_fs, parse_mountinfo
+from pysafetensors.numpy import save_file
+
+TRUNCATE_THEN_TOUCH = r"""
+import os, sys, numpy as np
+from pysafetensors import safe_open
+path, backend = sys.argv[1], sys.argv[2]
+f = safe_open(path, framework="np", backend=backend)
+arr = f.get_tensor("big")  # mmap: a view of the map, nothing read yet
+os.truncate(path, 0)       # "someone else" shrinks the file
+try:
+    print("sum", float(arr.sum()), flush=True)  # mmap: touching pages past EOF -> SIGBUS
+    f.get_tensor("big")                          # pread: a fresh read now fails cleanly
+except Exception as e:
+    print(type(e).__name__, e, flush=True)
+    sys.exit(0)
+print("no error", flush=True)
+sys.exit(1)
+"""
+
+
+@pytest.fixture
+def big(tmp_path: Any) -> str:
+    path = os.fspath(tmp_path / "big.safetensors")
+    save_file({"big": np.ones((256, 1024), np.float32)}, path)  # 1 MB: many pages
+    return path
+
+
+def test_mmap_truncated_under_the_reader_is_sigbus(big: str) -> None:
+    """Documented hazard (SECURITY.md): a mapped file shrunk by another process kills the reader
+    with SIGBUS when it touches a page past the new end.  No Python code can catch that."""
+    proc = run_python(TRUNCATE_THEN_TOUCH, big, "mmap")
+    assert proc.returncode == -signal.SIGBUS, (proc.returncode, proc.stdout, proc.stderr)
+
+
+def test_pread_truncated_under_the_reader_is_a_clean_source_error(big: str) -> None:
+    proc = run_python(TRUNCATE_THEN_TOUCH, big, "pread")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[0] == f"sum {256 * 1024.0}"  # tensors already read are private memory
+    assert lines[1].startswith("SourceError") and "short read" in lines[1] and "truncated" in lines[1]
+
+
+def test_pread_short_read_in_process(big: str) -> None:
+    with safe_open(big, framework="np", backend="pread") as f:
+        os.truncate(big, 100)
+        with pytest.raises(SourceError, match="short read at offset"):
+            f.get_tensor("big")
+
+
+MOUNTINFO = """\
+22 1 8:1 / / rw,relatime shared:1 - ext4 /dev/sda1 rw
+30 22 0:40 / /mnt/nfs rw,relatime shared:2 - nfs4 server:/export rw,vers=4.2
+31 22 0:41 / /mnt/smb\\040share rw - cifs //host/share rw
+32 22 0:42 / /mnt/sshfs rw - fuse.sshfs user@host: rw
+33 30 8:2 / /mnt/nfs/local rw - xfs /dev/sdb1 rw
+34 22 0:43 / /dev/shm rw - tmpfs tmpfs rw
+"""
+
+
+@pytest.mark.parametrize(
+    ("path", "fstype", "backend"),
+    [
+        ("/home/u/model.safetensors", "ext4", "mmap"),
+        ("/mnt/nfs/m.safetensors", "nfs4", "pread"),
+        ("/mnt/nfs", "nfs4", "pread"),
+        ("/mnt/nfsx/m.safetensors", "ext4", "mmap"),  # a prefix of the name is not the mount
+        ("/mnt/smb share/m.safetensors", "cifs", "pread"),  # \040 unescaped
+        ("/mnt/sshfs/a/b.safetensors", "fuse.sshfs", "pread"),
+        ("/mnt/nfs/local/m.safetensors", "xfs", "mmap"),  # a local disk mounted inside NFS
+        ("/dev/shm/m.safetensors", "tmpfs", "mmap"),
+    ],
+)
+def test_default_backend_by_filesystem(path: str, fstype: str, backend: str) -> None:
+    assert filesystem_type(path, MOUNTINFO) == fstype
+    assert default_backend(path, MOUNTINFO) == backend
+
+
+def test_mountinfo_parsing_is_robust() -> None:
+    assert parse_mountinfo("garbage\n\n1 2 3\n") == []
+    assert filesystem_type("/x", "") is None
+    assert not is_network_fs(None) and is_network_fs("nfs") and is_network_fs("fuse.gcsfuse")
+    assert not is_network_fs("ext4") and not is_network_fs("overlay")
+
+
+def test_later_mount_over_the_same_point_wins() -> None:
+    info = MOUNTINFO + "40 22 0:50 / /mnt/nfs rw - ext4 /dev/sdc1 rw\n"
+    assert filesystem_type("/mnt/nfs/m.safetensors", info) == "ext4"
+
+
+def test_safe_open_defaults_to_pread_on_a_network_filesystem(big: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    from pysafetensors import handle
+
+    monkeypatch.setattr(handle, "default_backend", lambda path: "pread")
+    with safe_open(big, framework="np") as f:
+        assert f._backend == "pread"
+        assert f.get_tensor("big").flags.writeable  # pread arrays are fresh memory
+    with safe_open(big, framework="np", backend="mmap") as f:  # an explicit choice is kept
+        assert f._backend == "mmap"
+
+
+def test_safe_open_on_this_machine_uses_the_detected_default(big: str) -> None:
+    with safe_open(big, framework="np") as f:
+        assert f._backend == default_backend(big)
