@@ -40,7 +40,7 @@ class HeaderError(SafetensorError):
     ``prefix + reason`` plus a parenthesised detail when there is one.
     """
 
-    reason: str
+    reason: str  # set in __init__ through the context dict
     detail: str | None
 
     def __init__(self, message: str = "", **context: Any) -> None:
