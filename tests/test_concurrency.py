@@ -66,8 +66,32 @@ def test_concurrent_savers_leave_one_complete_file(tmp_path: Path) -> None:
         for _ in range(3):
             pnp.save_file(inputs[i], path, metadata={"writer": str(i)})
 
-    with ThreadPoolExecutor(THREADS) as pool:
-        list(pool.map(save, range(THREADS)))
+    pnp.save_file(inputs[0], path, metadata={"writer": "0"})
+    seen: list[bytes] = []
+    done = threading.Event()
+
+    failures: list[BaseException] = []
+
+    def watch() -> None:  # readers opening the path mid-race always find a whole file
+        try:
+            while not done.is_set():
+                with safe_open(path, "np") as f:
+                    writer = int(f.metadata()["writer"])
+                    assert all(np.array_equal(f.get_tensor(k), v) for k, v in inputs[writer].items())
+                seen.append(path.read_bytes())
+        except BaseException as e:  # noqa: BLE001 - reported below
+            failures.append(e)
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    try:
+        with ThreadPoolExecutor(THREADS) as pool:
+            list(pool.map(save, range(THREADS)))
+    finally:
+        done.set()
+        watcher.join()
+    assert not failures, failures[0]
+    assert seen and all(b in expected for b in seen)
     assert path.read_bytes() in expected  # one writer's whole file, never a mix
     assert os.listdir(tmp_path) == ["race.safetensors"]  # no temp files left behind
 

@@ -91,8 +91,21 @@ def test_accepted_edge_cases_match_upstream(name: str, tmp_path: Path) -> None:
 
 
 def test_reading_a_header_allocates_no_more_than_the_file(tmp_path: Path) -> None:
+    import tracemalloc
+
     # A prefix claiming 99 MB on a 20-byte file fails on the length check, before any allocation.
     data = (99_000_000).to_bytes(8, "little") + b"{}" + b" " * 10
+    path = tmp_path / "liar.safetensors"
+    path.write_bytes(data)
+    for backend in ("mmap", "pread"):
+        tracemalloc.start()
+        try:
+            with pytest.raises(errors.InvalidHeaderLength, match="99000000"):
+                pysafetensors.safe_open(path, "np", backend=backend)
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+        assert peak < 1_000_000
     with pytest.raises(errors.InvalidHeaderLength, match="99000000"):
         pnp.load(data)
 

@@ -154,6 +154,11 @@ def test_mmap_arrays_are_readonly_views_pread_arrays_writable(tmp_path: Path) ->
     with safe_open(path, "np", backend="pread") as f:
         s = f.get_slice("a")[10:20]
         assert s.flags.writeable and s.tolist() == list(range(10, 20))
+    with safe_open(path, "np") as f:
+        s = f.get_slice("a")[10:20]
+        with pytest.raises(ValueError):
+            s[0] = 1
+    assert path.read_bytes() == before
 
 
 def test_mmap_arrays_outlive_the_handle(tmp_path: Path) -> None:
