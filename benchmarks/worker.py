@@ -11,7 +11,8 @@ import json
 import os
 import sys
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SRC = os.path.join(os.path.dirname(HERE), "src")
@@ -88,13 +89,13 @@ def run(workload: str, impl: str, args: dict[str, Any]) -> dict[str, Any]:
     path = args.get("path", "")
     backend = args.get("backend", "mmap")
     if workload in ("load_torch", "load_torch_cold", "load_small", "load_pread"):
-        import torch  # noqa: F401
+        import torch
 
         load_file = __import__(f"{mod.__name__}.torch", fromlist=["load_file"]).load_file
         seconds, _ = _timed(lambda: _touch_torch(load_file(path, backend=backend)))
         return {"seconds": seconds}
     if workload == "load_numpy":
-        import numpy  # noqa: F401
+        import numpy
 
         load_file = __import__(f"{mod.__name__}.numpy", fromlist=["load_file"]).load_file
         seconds, _ = _timed(lambda: _touch_numpy(load_file(path, backend=backend)))
@@ -123,7 +124,7 @@ def run(workload: str, impl: str, args: dict[str, Any]) -> dict[str, Any]:
         seconds, _ = _timed(op)
         return {"seconds": seconds}
     if workload == "slice":
-        import torch  # noqa: F401
+        import torch
 
         rows = args["rows"]
         start = args["start"]

@@ -8,10 +8,11 @@ from __future__ import annotations
 import mmap
 import os
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any
 
-from .errors import FileClosed, HeaderError, TensorNotFound
+from .errors import FileClosed, TensorNotFound
 from .format.dtypes import DType
 from .format.header import HEADER_CAP, N_LEN, Header, TensorInfo, parse_header, parse_header_length
 from .format.slicing import SlicePlan
@@ -245,7 +246,4 @@ class SafeFile:
 
 def open_file(source: Any) -> SafeFile:
     """Open a SafeFile, giving header errors upstream's safe_open wording."""
-    try:
-        return SafeFile(source)
-    except HeaderError:
-        raise
+    return SafeFile(source)

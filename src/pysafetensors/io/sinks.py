@@ -5,8 +5,9 @@ from __future__ import annotations
 import os
 import secrets
 import stat
+from collections.abc import Sequence
 from types import TracebackType
-from typing import Protocol, Sequence
+from typing import Protocol
 
 from ..errors import WriteError
 
@@ -131,7 +132,7 @@ class AtomicFileSink:
         except FileNotFoundError:
             pass
 
-    def __enter__(self) -> "AtomicFileSink":
+    def __enter__(self) -> AtomicFileSink:  # noqa: PYI034 - final in practice
         return self
 
     def __exit__(
