@@ -32,7 +32,7 @@ from .reader import SafeFile, parallel_read
 
 torch = require("torch", "torch")
 
-__all__ = ["StagingConfig", "DEFAULT", "load_to_device"]
+__all__ = ["DEFAULT", "StagingConfig", "load_to_device"]
 
 
 @dataclass(frozen=True)
