@@ -310,3 +310,18 @@ def test_benchmark_quick_smoke(tmp_path: Any) -> None:
     assert proc.returncode == 0, proc.stderr
     assert "| 5 |" in proc.stdout
     assert re.search(r"\*\*\d+\.\d+x\*\*", proc.stdout), proc.stdout
+
+
+def test_mmap_source_reads_through_its_descriptor(tmp_path: Any) -> None:
+    path = os.path.join(tmp_path, "m.safetensors")
+    upstream_np.save_file({"x": np.arange(1000, dtype=np.int32)}, path)
+    src = MmapSource(path)
+    assert src.parallel_safe
+    buf = bytearray(16)
+    src.read_into(src.size - 16, memoryview(buf))
+    assert bytes(buf) == np.arange(996, 1000, dtype=np.int32).tobytes()
+    view = src.view(src.size - 16, 16)
+    src.close()
+    assert bytes(view) == bytes(buf)  # views outlive the handle
+    with pytest.raises(Exception, match="closed"):
+        src.read_into(0, memoryview(bytearray(8)))
