@@ -159,9 +159,12 @@ class SafeFile:
     def raw_all(self, threads: int | None = None) -> Iterator[RawTensor]:
         """Every tensor in file order, planned from the header in one go.
 
-        View sources (mmap) hand out zero-copy views after an ``MADV_WILLNEED`` hint for the
-        whole data region, which starts readahead of a cold file at once (no cost when it
-        is cached).  Other sources read the data region into one buffer with ``threads``
+        View sources (mmap) hand out zero-copy views after one ``MADV_WILLNEED`` for the
+        whole data region: a cold file's readahead starts at once, ahead of the caller's
+        (possibly multi-threaded, out-of-order) page faults; it costs nothing when cached.
+        Measured alternatives (benchmarks/RESULTS.md): no hint, MADV_SEQUENTIAL and
+        MADV_POPULATE_READ were slower or less consistent cold; MADV_RANDOM 10x slower.
+        Other sources read the data region into one buffer with ``threads``
         parallel reads (default: the CPUs available), and every tensor views that buffer.
         """
         self.check_open()
