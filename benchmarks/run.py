@@ -152,8 +152,8 @@ def median(values: list[float]) -> float:
 
 def report(ws: list[Workload]) -> str:
     lines = [
-        "| # | workload | upstream s | ours s | ours/upstream | target | extra |",
-        "|---|---|---|---|---|---|---|",
+        "| # | workload | upstream s | ours s | ours/upstream | target | CPU s up / ours (ratio) | extra |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for w in ws:
         up = median([s["seconds"] for s in w.samples["upstream"]])
@@ -166,8 +166,14 @@ def report(ws: list[Workload]) -> str:
                 o = median([s[key] for s in w.samples["ours"]])
                 extra.append(f"{key}: upstream {u:.0f}, ours {o:.0f}")
         ok = "ok" if ratio <= w.target else "MISSED"
+        cpu_up = median([s["cpu_s"] for s in w.samples["upstream"]])
+        cpu_ours = median([s["cpu_s"] for s in w.samples["ours"]])
+        cpu = f"{cpu_up:.3f} / {cpu_ours:.3f} ({cpu_ours / cpu_up if cpu_up else float('nan'):.2f}x)"
+        if "ours_nosync" in w.samples:
+            nosync = median([s["seconds"] for s in w.samples["ours_nosync"]])
+            extra.append(f"ours without fsync: {nosync:.4f} s ({nosync / up:.2f}x)")
         lines.append(
-            f"| {w.key} | {w.title} | {up:.4f} | {ours:.4f} | **{ratio:.2f}x** | <= {w.target}x {ok} | {'; '.join(extra)} |"
+            f"| {w.key} | {w.title} | {up:.4f} | {ours:.4f} | **{ratio:.2f}x** | <= {w.target}x {ok} | {cpu} | {'; '.join(extra)} |"
         )
     return "\n".join(lines)
 
@@ -187,10 +193,11 @@ def main(argv: list[str] | None = None) -> int:
     if opts.workload:
         ws = [w for w in ws if w.key in opts.workload]
     for w in ws:
-        w.samples = {impl: [] for impl in IMPLS}
+        impls = IMPLS + (("ours_nosync",) if w.worker.startswith("save") else ())
+        w.samples = {impl: [] for impl in impls}
         for i in range(samples):
             # Alternate which implementation goes first, so neither always runs warmer.
-            order = IMPLS if i % 2 == 0 else IMPLS[::-1]
+            order = impls if i % 2 == 0 else impls[::-1]
             for impl in order:
                 w.samples[impl].append(sample(w, impl))
         print(f"workload {w.key} done", file=sys.stderr)

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import sys
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SRC = os.path.join(os.path.dirname(HERE), "src")
@@ -19,11 +21,16 @@ SRC = os.path.join(os.path.dirname(HERE), "src")
 
 def _impl(name: str) -> Any:
     """The package under test: upstream ``safetensors`` or ours (from this checkout)."""
-    if name == "ours":
+    if name.startswith("ours"):
         sys.path.insert(0, SRC)
         import pysafetensors as mod
 
         assert mod.__file__ and mod.__file__.startswith(SRC), mod.__file__
+        if name == "ours_nosync":
+            # Diagnostic only: ours without the fsync upstream does not do, to show its cost.
+            import pysafetensors.io.sinks as sinks
+
+            sinks.os = type("os_nosync", (), {**vars(os), "fsync": staticmethod(lambda fd: None)})  # type: ignore[assignment]
         return mod
     import safetensors as mod
 
@@ -77,10 +84,22 @@ def _touch_numpy(arrays: dict[str, Any]) -> float:
     return total
 
 
+_CPU: list[float] = []
+
+
+def _cpu() -> float:
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
 def _timed(fn: Callable[[], Any]) -> tuple[float, Any]:
+    """Wall seconds of ``fn``; its CPU seconds (all threads) are kept for the report."""
+    c0 = _cpu()
     t0 = time.perf_counter()
     out = fn()
-    return time.perf_counter() - t0, out
+    elapsed = time.perf_counter() - t0
+    _CPU.append(_cpu() - c0)
+    return elapsed, out
 
 
 def run(workload: str, impl: str, args: dict[str, Any]) -> dict[str, Any]:
@@ -88,13 +107,13 @@ def run(workload: str, impl: str, args: dict[str, Any]) -> dict[str, Any]:
     path = args.get("path", "")
     backend = args.get("backend", "mmap")
     if workload in ("load_torch", "load_torch_cold", "load_small", "load_pread"):
-        import torch  # noqa: F401
+        import torch
 
         load_file = __import__(f"{mod.__name__}.torch", fromlist=["load_file"]).load_file
         seconds, _ = _timed(lambda: _touch_torch(load_file(path, backend=backend)))
         return {"seconds": seconds}
     if workload == "load_numpy":
-        import numpy  # noqa: F401
+        import numpy
 
         load_file = __import__(f"{mod.__name__}.numpy", fromlist=["load_file"]).load_file
         seconds, _ = _timed(lambda: _touch_numpy(load_file(path, backend=backend)))
@@ -123,7 +142,7 @@ def run(workload: str, impl: str, args: dict[str, Any]) -> dict[str, Any]:
         seconds, _ = _timed(op)
         return {"seconds": seconds}
     if workload == "slice":
-        import torch  # noqa: F401
+        import torch
 
         rows = args["rows"]
         start = args["start"]
@@ -146,4 +165,5 @@ def run(workload: str, impl: str, args: dict[str, Any]) -> dict[str, Any]:
 if __name__ == "__main__":
     result = run(sys.argv[1], sys.argv[2], json.loads(sys.argv[3]))
     result["peak_rss_mib"] = _status_kib("VmHWM") / 1024  # the OS's high-water mark
+    result["cpu_s"] = sum(_CPU)
     print(json.dumps(result))

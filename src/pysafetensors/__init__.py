@@ -9,15 +9,18 @@ from __future__ import annotations
 from ._api import TensorSpec, deserialize, serialize, serialize_file
 from .errors import SafetensorError
 from .handle import _safe_open_handle, safe_open
+from .writer import SafetensorsWriter, open_writer
 
 __version__ = "0.1.0"
 
 __all__ = [
     "SafetensorError",
+    "SafetensorsWriter",
     "TensorSpec",
     "__version__",
     "_safe_open_handle",
     "deserialize",
+    "open_writer",
     "safe_open",
     "serialize",
     "serialize_file",

@@ -122,18 +122,24 @@ def _items(tensor_dict: Mapping[str, Any]) -> list[WriteItem]:
     return [_item(k, v) for k, v in tensor_dict.items()]
 
 
-def serialize(tensor_dict: Mapping[str, Any], metadata: Mapping[str, str] | None = None) -> bytes:
-    """Serialize ``{name: TensorSpec | buffer}`` to safetensors bytes (upstream's byte layout)."""
-    return write_bytes(_items(tensor_dict), metadata)
+def serialize(
+    tensor_dict: Mapping[str, Any], metadata: Mapping[str, str] | None = None, *, alignment: int = 8
+) -> bytes:
+    """Serialize ``{name: TensorSpec | buffer}`` to safetensors bytes (upstream's byte layout).
+
+    ``alignment`` (a multiple of 8) pads the header so the data region starts on it."""
+    return write_bytes(_items(tensor_dict), metadata, alignment)
 
 
 def serialize_file(
     tensor_dict: Mapping[str, Any],
     filename: str | os.PathLike[str],
     metadata: Mapping[str, str] | None = None,
+    *,
+    alignment: int = 8,
 ) -> None:
     """Serialize to ``filename``: streamed, atomic (temp file + fsync + rename), umask mode."""
-    write_file(_items(tensor_dict), filename, metadata)
+    write_file(_items(tensor_dict), filename, metadata, alignment)
 
 
 def deserialize(data: Any) -> list[tuple[str, dict[str, Any]]]:

@@ -156,6 +156,10 @@ class UnsupportedValue(SerializeError, TypeError):
     """A value passed for saving that is not a tensor, TensorSpec or buffer."""
 
 
+class IncompleteWrite(SerializeError):
+    """An incremental writer closed before every declared tensor was fully written."""
+
+
 class WriteError(SafetensorError, OSError):
     """Writing the output failed (disk full, permission...); the previous file is left intact."""
 

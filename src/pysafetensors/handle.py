@@ -120,9 +120,18 @@ class safe_open:  # noqa: N801 - upstream's name
         """The whole tensor ``name`` in the handle's framework and device."""
         return self._adapter.from_raw(self._file.raw(name), self._device)
 
-    def get_tensors(self) -> dict[str, Any]:
-        """Every tensor, keyed by name, in file order."""
-        return {raw.name: self._adapter.from_raw(raw, self._device) for raw in self._file.raw_all()}
+    def get_tensors(self, *, threads: int | None = None) -> dict[str, Any]:
+        """Every tensor, keyed by name, in file order.
+
+        One bulk plan: mmap hands out zero-copy views; pread fills one buffer with
+        ``threads`` parallel reads (default: the CPUs available).  torch on CUDA goes
+        through a bounded ring of pinned staging buffers (``pysafetensors.staging``).
+        """
+        if self._device.kind == "cuda" and self._adapter.NAME == "torch":
+            from .staging import load_to_device
+
+            return load_to_device(self._file, str(self._device), threads=threads)
+        return {raw.name: self._adapter.from_raw(raw, self._device) for raw in self._file.raw_all(threads)}
 
     def get_slice(self, name: str) -> "SafeSlice":
         """A lazy view of ``name``: index it to read only the bytes the index needs."""

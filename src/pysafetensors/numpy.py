@@ -28,19 +28,21 @@ def _items(tensor_dict: Mapping[str, np.ndarray]) -> list[Any]:
     return [to_write_item(k, v) for k, v in tensor_dict.items()]
 
 
-def save(tensor_dict: Mapping[str, np.ndarray], metadata: Mapping[str, str] | None = None) -> bytes:
+def save(tensor_dict: Mapping[str, np.ndarray], metadata: Mapping[str, str] | None = None, *, alignment: int = 8) -> bytes:
     """Serialize arrays to safetensors bytes.  Fortran-order, strided and big-endian
     arrays are written in logical C order, little-endian; the inputs are never modified."""
-    return write_bytes(_items(tensor_dict), metadata)
+    return write_bytes(_items(tensor_dict), metadata, alignment)
 
 
 def save_file(
     tensor_dict: Mapping[str, np.ndarray],
     filename: str | os.PathLike[str],
     metadata: Mapping[str, str] | None = None,
+    *,
+    alignment: int = 8,
 ) -> None:
     """Save arrays to ``filename`` atomically, streaming one array at a time."""
-    write_file(_items(tensor_dict), filename, metadata)
+    write_file(_items(tensor_dict), filename, metadata, alignment)
 
 
 def load(data: bytes) -> dict[str, np.ndarray]:
@@ -48,10 +50,12 @@ def load(data: bytes) -> dict[str, np.ndarray]:
     return {raw.name: to_numpy(raw) for raw in open_bytes(data).raw_all()}
 
 
-def load_file(filename: str | os.PathLike[str], *, backend: str = "mmap") -> dict[str, np.ndarray]:
-    """Load every array of a file, in file order."""
+def load_file(
+    filename: str | os.PathLike[str], *, backend: str = "mmap", threads: int | None = None
+) -> dict[str, np.ndarray]:
+    """Load every array of a file, in file order (``threads``: parallel pread reads)."""
     with safe_open(filename, framework="np", backend=backend) as f:
-        return f.get_tensors()
+        return f.get_tensors(threads=threads)
 
 
 def _storage_id(array: np.ndarray) -> int:

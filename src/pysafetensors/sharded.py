@@ -113,7 +113,7 @@ class ShardedFile:
     def raw_slice(self, name: str, plan: SlicePlan) -> RawTensor:
         return self.file_of(name).raw_slice(name, plan)
 
-    def raw_all(self) -> Iterator[RawTensor]:
+    def raw_all(self, threads: int | None = None) -> Iterator[RawTensor]:
         """Every tensor listed in the index, shard by shard in file order."""
         self.check_open()
         for shard in self.shard_names:
@@ -125,7 +125,7 @@ class ShardedFile:
                     f"{self.name}: the index puts {sorted(missing)} in {shard}, which does not contain them",
                     shard=shard,
                 )
-            for raw in f.raw_all():
+            for raw in f.raw_all(threads):
                 if raw.name in wanted:
                     yield raw
 

@@ -178,14 +178,21 @@ def _items(tensors: Any) -> list[Any]:
     return items
 
 
-def save(tensors: dict[str, Any], metadata: Mapping[str, str] | None = None) -> bytes:
+def save(tensors: dict[str, Any], metadata: Mapping[str, str] | None = None, *, alignment: int = 8) -> bytes:
     """Serialize tensors to safetensors bytes."""
-    return write_bytes(_items(tensors), metadata)
+    return write_bytes(_items(tensors), metadata, alignment)
 
 
-def save_file(tensors: dict[str, Any], filename: str | os.PathLike[str], metadata: Mapping[str, str] | None = None) -> None:
-    """Save tensors to ``filename``: streamed from the tensors' memory, atomic rename."""
-    write_file(_items(tensors), filename, metadata)
+def save_file(
+    tensors: dict[str, Any],
+    filename: str | os.PathLike[str],
+    metadata: Mapping[str, str] | None = None,
+    *,
+    alignment: int = 8,
+) -> None:
+    """Save tensors to ``filename``: streamed from the tensors' memory, atomic rename.
+    ``alignment`` (multiple of 8, e.g. 4096) places the data region on that boundary."""
+    write_file(_items(tensors), filename, metadata, alignment)
 
 
 def save_model(model: Any, filename: str, metadata: dict[str, str] | None = None, force_contiguous: bool = True) -> None:
@@ -250,10 +257,13 @@ def load(data: bytes) -> dict[str, Any]:
     return {raw.name: to_torch(raw) for raw in open_bytes(data).raw_all()}
 
 
-def load_file(filename: str | os.PathLike[str], device: Any = "cpu", *, backend: str = "mmap") -> dict[str, Any]:
-    """Load every tensor of a file onto ``device``, in file order."""
+def load_file(
+    filename: str | os.PathLike[str], device: Any = "cpu", *, backend: str = "mmap", threads: int | None = None
+) -> dict[str, Any]:
+    """Load every tensor of a file onto ``device``, in file order.
+    ``threads``: parallel reads for ``backend="pread"`` and CUDA staging (default: CPUs available)."""
     with safe_open(filename, framework="pt", device=device, backend=backend) as f:
-        return f.get_tensors()
+        return f.get_tensors(threads=threads)
 
 
 def load_model(

@@ -54,6 +54,8 @@ def _open_fd(path: str | os.PathLike[str]) -> int:
 class MmapSource:
     """The file mapped copy-on-write: views are zero-copy, writes never reach the file."""
 
+    parallel_safe = True  # read_into is a pread on the kept descriptor
+
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.name = os.fspath(path)
         fd = _open_fd(path)
@@ -64,8 +66,13 @@ class MmapSource:
             self._map: mmap.mmap | None = (
                 mmap.mmap(fd, self.size, access=mmap.ACCESS_COPY) if self.size else None
             )
-        finally:
-            os.close(fd)  # the mapping keeps its own reference to the file
+        except BaseException:
+            os.close(fd)
+            raise
+        # The descriptor stays open for read_into (header, staging reads): a pread reads just
+        # the bytes asked for, where a fault on a cold map reads a whole readahead window
+        # (8 MiB here) and copies through page faults.
+        self._pread = PreadSource._from_fd(fd, self.name)
         self._view = memoryview(self._map) if self._map is not None else memoryview(b"")
 
     def view(self, offset: int, length: int) -> memoryview:
@@ -82,7 +89,9 @@ class MmapSource:
             raise FileClosed("File is closed") from None
 
     def read_into(self, offset: int, buffer: memoryview) -> None:
-        buffer[:] = self.view(offset, len(buffer))
+        if self._map is None and self.size:
+            raise FileClosed("File is closed")
+        self._pread.read_into(offset, buffer)
 
     def advise(self, offset: int, length: int, advice: int) -> None:
         """Pass an madvise hint for a byte range (ignored where unsupported)."""
@@ -96,6 +105,7 @@ class MmapSource:
             pass
 
     def close(self) -> None:
+        self._pread.close()
         m, self._map = self._map, None
         if m is None:
             return
@@ -113,12 +123,26 @@ class PreadSource:
     parallel_safe = True  # read_into may run in several threads at once (preadv drops the GIL)
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
-        self.name = os.fspath(path)
-        self._fd = _open_fd(path)
-        self.size = os.fstat(self._fd).st_size
+        self._init(_open_fd(path), os.fspath(path))
+
+    def _init(self, fd: int, name: str) -> None:
+        self.name = name
+        self._fd = fd
+        try:
+            self.size = os.fstat(fd).st_size
+        except OSError:
+            os.close(fd)
+            raise
         self._lock = threading.Lock()
         self._active = 0
         self._closed = False
+
+    @classmethod
+    def _from_fd(cls, fd: int, name: str) -> PreadSource:
+        """Adopt an open descriptor (closed by ``close``)."""
+        self = cls.__new__(cls)
+        self._init(fd, name)
+        return self
 
     def _acquire(self) -> int:
         with self._lock:

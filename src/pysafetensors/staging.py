@@ -1,0 +1,193 @@
+"""Staged host -> device loading for torch: a small ring of reused (pinned) host buffers.
+
+``load_file(path, device="cuda")`` and ``safe_open(..., device="cuda").get_tensors()`` come
+here.  Every destination tensor is allocated once on the device; the file's data region is
+read chunk by chunk into a ring of ``buffers`` host buffers of ``buffer_bytes`` each (pinned
+when the destination is CUDA), and each chunk is copied to its tensors with
+``non_blocking=True`` on a side stream.  A buffer is refilled only after the event recorded
+behind its last copy has completed, so reading chunk k+1 from disk overlaps the DMA of chunk
+k while host memory stays bounded (default 2 x 64 MiB) whatever the file size.
+
+The same loop runs with a CPU destination and plain buffers (``_SyncOps``): that is how
+the tests exercise the pipeline on machines without CUDA.
+
+``register_host=True`` instead registers the whole mapped file with
+``cudaHostRegister`` (through ``torch.cuda.cudart()``) so copies DMA straight from the page
+cache, and unregisters it afterwards.  It is unmeasured here (no GPU was available when this
+was written); registering pins every page of the file first, which is only worth it when
+the file is hot in the page cache.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+from dataclasses import dataclass
+from typing import Any
+
+from ._adapters.torch import _torch_shape, torch_dtype
+from ._optional import require
+from .io.sources import open_source
+from .reader import SafeFile, parallel_read
+
+torch = require("torch", "torch")
+
+__all__ = ["DEFAULT", "StagingConfig", "load_to_device"]
+
+
+@dataclass(frozen=True)
+class StagingConfig:
+    """Ring size and buffer size for staged loads (host memory used: buffers x buffer_bytes)."""
+
+    buffers: int = 2
+    buffer_bytes: int = 64 << 20
+    register_host: bool = False
+
+
+DEFAULT = StagingConfig(
+    buffers=int(os.environ.get("PYSAFETENSORS_STAGING_BUFFERS", "2")),
+    buffer_bytes=int(os.environ.get("PYSAFETENSORS_STAGING_BYTES", str(64 << 20))),
+)
+
+
+class _SyncOps:
+    """CPU destination: copies complete at once, nothing to wait for."""
+
+    def event_after_copies(self) -> Any:
+        return None
+
+    def wait(self, event: Any) -> None:
+        pass
+
+    def copy(self, dst: Any, src: Any) -> None:
+        dst.copy_(src)
+
+    def finish(self) -> None:
+        pass
+
+
+class _CudaOps:
+    """Copies queued on a side stream; one event per ring slot guards its reuse."""
+
+    def __init__(self, device: Any) -> None:
+        self.stream = torch.cuda.Stream(device=device)
+
+    def event_after_copies(self) -> Any:
+        event = torch.cuda.Event()
+        event.record(self.stream)
+        return event
+
+    def wait(self, event: Any) -> None:
+        if event is not None:
+            event.synchronize()  # the host may now overwrite this staging buffer
+
+    def copy(self, dst: Any, src: Any) -> None:
+        with torch.cuda.stream(self.stream):
+            dst.copy_(src, non_blocking=True)
+
+    def finish(self) -> None:
+        # Tensors are used on the caller's stream: order it after every staged copy.
+        torch.cuda.current_stream(self.stream.device).wait_stream(self.stream)
+        self.stream.synchronize()
+
+
+def _host_buffer(nbytes: int, pin: bool) -> tuple[Any, memoryview]:
+    buf = torch.empty(nbytes, dtype=torch.uint8, pin_memory=pin)
+    return buf, memoryview(buf.numpy()).cast("B")
+
+
+def load_to_device(
+    file: Any,
+    device: Any = "cuda",
+    *,
+    threads: int | None = None,
+    config: StagingConfig | None = None,
+    pin: bool | None = None,
+) -> dict[str, Any]:
+    """Load every tensor of ``file`` (a SafeFile or a path) onto ``device`` through the ring.
+
+    ``pin`` defaults to True for CUDA destinations.  ``threads`` parallelises the reads that
+    fill each staging buffer.  Returns ``{name: tensor}`` in file order.
+    """
+    cfg = config or DEFAULT
+    if cfg.buffers < 1 or cfg.buffer_bytes < 1:
+        raise ValueError(f"staging needs at least one buffer of at least one byte, got {cfg}")
+    owned = not isinstance(file, SafeFile)
+    safe = SafeFile(open_source(file)) if owned else file
+    try:
+        dev = torch.device(device)
+        is_cuda = dev.type == "cuda"
+        ops: Any = _CudaOps(dev) if is_cuda else _SyncOps()
+        pin = is_cuda if pin is None else pin
+        safe.check_open()
+        tensors = safe.header.tensors
+        dests = [torch.empty(t.nbytes, dtype=torch.uint8, device=dev) for t in tensors]
+        if cfg.register_host and is_cuda and _register_and_copy(safe, dests, ops):
+            pass
+        else:
+            _staged_copy(safe, dests, ops, cfg, pin, threads)
+        ops.finish()
+        return {
+            t.name: d.view(torch_dtype(t.dtype)).reshape(_torch_shape(t.dtype, t.shape, t.name))
+            if t.nbytes
+            else torch.empty(_torch_shape(t.dtype, t.shape, t.name), dtype=torch_dtype(t.dtype), device=dev)
+            for t, d in zip(tensors, dests)
+        }
+    finally:
+        if owned:
+            safe.close()
+
+
+def _staged_copy(safe: SafeFile, dests: list[Any], ops: Any, cfg: StagingConfig, pin: bool, threads: int | None) -> None:
+    """Walk the data region chunk by chunk; each chunk feeds the tensors it overlaps."""
+    header = safe.header
+    tensors = header.tensors
+    total = header.data_size
+    size = min(cfg.buffer_bytes, max(total, 1))
+    ring = [_host_buffer(size, pin) for _ in range(min(cfg.buffers, -(-total // size) or 1))]
+    events: list[Any] = [None] * len(ring)
+    first = 0  # first tensor that may still overlap the current chunk
+    for k, pos in enumerate(range(0, total, size)):
+        slot = k % len(ring)
+        host, view = ring[slot]
+        ops.wait(events[slot])
+        n = min(size, total - pos)
+        safe.check_open()
+        parallel_read(safe.source, header.data_start + pos, view[:n], threads)
+        while first < len(tensors) and tensors[first].end <= pos:
+            first += 1
+        i = first
+        while i < len(tensors) and tensors[i].begin < pos + n:
+            t = tensors[i]
+            lo, hi = max(t.begin, pos), min(t.end, pos + n)
+            if hi > lo:
+                ops.copy(dests[i][lo - t.begin : hi - t.begin], host[lo - pos : hi - pos])
+            i += 1
+        events[slot] = ops.event_after_copies()
+
+
+def _register_and_copy(safe: SafeFile, dests: list[Any], ops: _CudaOps) -> bool:
+    """Pin the mapped file with cudaHostRegister and copy tensors straight from it.
+
+    Returns False (caller falls back to staging) when the source is not a map.
+    """
+    source = safe.source
+    m = getattr(source, "_map", None)
+    if m is None:
+        return False
+    size = len(m)
+    address = ctypes.addressof(ctypes.c_char.from_buffer(m))
+    cudart = torch.cuda.cudart()
+    err = cudart.cudaHostRegister(address, size, 0)
+    if int(getattr(err, "value", err)) != 0:
+        return False
+    try:
+        whole = torch.frombuffer(m, dtype=torch.uint8)
+        base = safe.header.data_start
+        for t, d in zip(safe.header.tensors, dests):
+            if t.nbytes:
+                ops.copy(d, whole[base + t.begin : base + t.end])
+        ops.stream.synchronize()
+    finally:
+        cudart.cudaHostUnregister(address)
+    return True

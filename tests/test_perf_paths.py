@@ -1,0 +1,327 @@
+"""Correctness of the fast paths: bulk/threaded reads, byte-exact slices, batched writes,
+alignment, the fast header parse and the staging pipeline.  No timing asserts here."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from typing import Any
+
+import numpy as np
+import pytest
+
+from pysafetensors import reader as reader_mod
+from pysafetensors import writer as writer_mod
+from pysafetensors.format import header as header_mod
+from pysafetensors.format.slicing import plan_slice
+from pysafetensors.io.sources import MmapSource, PreadSource
+from pysafetensors.numpy import load_file as np_load_file
+from pysafetensors.numpy import save as np_save
+from pysafetensors.numpy import save_file as np_save_file
+from pysafetensors.reader import SafeFile
+
+upstream_np = pytest.importorskip("safetensors.numpy")
+
+
+class CountingSource:
+    """A PreadSource that records every read (offset, length)."""
+
+    parallel_safe = True
+
+    def __init__(self, path: str) -> None:
+        self._inner = PreadSource(path)
+        self.size = self._inner.size
+        self.name = self._inner.name
+        self.reads: list[tuple[int, int]] = []
+
+    def read_into(self, offset: int, buffer: memoryview) -> None:
+        self.reads.append((offset, len(buffer)))
+        self._inner.read_into(offset, buffer)
+
+    def close(self) -> None:
+        self._inner.close()
+
+
+def _files(tmp_path: Any) -> dict[str, dict[str, np.ndarray]]:
+    rng = np.random.default_rng(1)
+    cases = {
+        "mixed": {
+            "a": rng.standard_normal((64, 33)).astype(np.float32),
+            "b": rng.integers(-9, 9, (17,), dtype=np.int64),
+            "c": np.zeros((0, 4), np.float16),
+            "d": rng.integers(0, 2, (5, 5)).astype(bool),
+            "e": rng.standard_normal(()).astype(np.float64),
+        },
+        "one_big": {"w": rng.standard_normal((300, 257)).astype(np.float32)},
+        "many_small": {f"t{i:03d}": np.full((i % 7 + 1,), i, np.int32) for i in range(150)},
+    }
+    for name, tensors in cases.items():
+        upstream_np.save_file(tensors, os.path.join(tmp_path, f"{name}.safetensors"))
+    return cases
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3, 4])
+def test_threaded_pread_equals_mmap_and_upstream(tmp_path: Any, monkeypatch: pytest.MonkeyPatch, threads: int) -> None:
+    monkeypatch.setattr(reader_mod, "_READ_CHUNK", 4096)  # force many parallel chunks on small files
+    for name, tensors in _files(tmp_path).items():
+        path = os.path.join(tmp_path, f"{name}.safetensors")
+        pread = np_load_file(path, backend="pread", threads=threads)
+        mapped = np_load_file(path, backend="mmap")
+        up = upstream_np.load_file(path)
+        assert list(pread) == list(mapped) == [k for k in up]
+        for k in tensors:
+            np.testing.assert_array_equal(pread[k], up[k])
+            np.testing.assert_array_equal(mapped[k], up[k])
+            assert pread[k].dtype == up[k].dtype and pread[k].shape == up[k].shape
+
+
+def test_parallel_read_splits_into_chunks(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(reader_mod, "_READ_CHUNK", 1000)
+    path = os.path.join(tmp_path, "x.safetensors")
+    upstream_np.save_file({"x": np.arange(5000, dtype=np.int32)}, path)
+    src = CountingSource(path)
+    f = SafeFile(src)
+    src.reads.clear()
+    raws = list(f.raw_all(threads=3))
+    assert sum(n for _, n in src.reads) == 20000 and len(src.reads) == 20
+    assert np.array_equal(np.frombuffer(raws[0].data, np.int32), np.arange(5000))
+    f.close()
+
+
+def test_raw_all_on_a_closed_file_raises(tmp_path: Any) -> None:
+    path = os.path.join(tmp_path, "x.safetensors")
+    upstream_np.save_file({"x": np.arange(10, dtype=np.int32)}, path)
+    f = SafeFile(PreadSource(path))
+    f.close()
+    with pytest.raises(Exception, match="closed"):
+        list(f.raw_all())
+
+
+@pytest.mark.parametrize(
+    "index",
+    [
+        (slice(10, 74),),  # a row block: one range
+        (5,),
+        (slice(None), slice(3, 9)),  # a column band: one range per row
+        (slice(2, 200, 7), slice(1, 30, 3)),  # strided both ways
+        (Ellipsis, 4),
+        (slice(None), slice(0, 30)),  # 300 ranges, densely packed: one bounding read
+    ],
+)
+def test_slices_read_only_needed_bytes(tmp_path: Any, index: tuple[Any, ...]) -> None:
+    arr = np.arange(300 * 40, dtype=np.float32).reshape(300, 40)
+    path = os.path.join(tmp_path, "s.safetensors")
+    upstream_np.save_file({"w": arr}, path)
+    src = CountingSource(path)
+    f = SafeFile(src)
+    src.reads.clear()
+    info = f.info("w")
+    plan = plan_slice(info.shape, info.dtype, index)
+    raw = f.raw_slice("w", plan)
+    got = np.frombuffer(raw.data, np.float32).reshape(plan.shape)
+    np.testing.assert_array_equal(got, arr[index])
+    read = sum(n for _, n in src.reads)
+    ranges = list(plan.byte_ranges())
+    span = ranges[-1][1] - ranges[0][0]
+    if len(ranges) > reader_mod._MANY_RANGES and span <= reader_mod._BLOCK_SLACK * plan.nbytes:
+        assert len(src.reads) == 1 and read == span  # one bounding block instead of many reads
+    else:
+        assert read == plan.nbytes and len(src.reads) == len(ranges)
+    f.close()
+
+
+def test_single_range_slice_over_a_map_is_zero_copy(tmp_path: Any) -> None:
+    path = os.path.join(tmp_path, "s.safetensors")
+    upstream_np.save_file({"w": np.arange(400, dtype=np.int16).reshape(20, 20)}, path)
+    f = SafeFile(MmapSource(path))
+    info = f.info("w")
+    raw = f.raw_slice("w", plan_slice(info.shape, info.dtype, (slice(3, 9),)))
+    assert raw.shared and len(raw.data) == 6 * 20 * 2
+    assert np.array_equal(np.frombuffer(raw.data, np.int16).reshape(6, 20), np.arange(400).reshape(20, 20)[3:9])
+
+
+# --- writing -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("batch_bytes,batch_count", [(1 << 24, 512), (64, 3), (1, 1)])
+def test_batched_writev_paths_match_upstream(tmp_path: Any, monkeypatch: pytest.MonkeyPatch, batch_bytes: int, batch_count: int) -> None:
+    monkeypatch.setattr(writer_mod, "_BATCH_BYTES", batch_bytes)
+    monkeypatch.setattr(writer_mod, "_BATCH_COUNT", batch_count)
+    for name, tensors in _files(tmp_path).items():
+        ours = os.path.join(tmp_path, f"{name}.ours")
+        np_save_file(tensors, ours, metadata={"k": "v"})
+        ref = upstream_np.save(tensors, metadata={"k": "v"})
+        with open(ours, "rb") as fh:
+            assert fh.read() == ref, name
+        assert np_save(tensors, metadata={"k": "v"}) == ref
+
+
+def test_non_contiguous_arrays_are_written_in_c_order(tmp_path: Any) -> None:
+    base = np.arange(60, dtype=np.float32).reshape(6, 10)
+    tensors = {"f": np.asfortranarray(base), "s": base[:, ::2], "t": base.T}
+    path = os.path.join(tmp_path, "nc.safetensors")
+    np_save_file(tensors, path)
+    ref = upstream_np.save({k: np.ascontiguousarray(v) for k, v in tensors.items()})
+    with open(path, "rb") as fh:
+        assert fh.read() == ref
+    assert base.flags.c_contiguous and tensors["f"].flags.f_contiguous  # inputs untouched
+
+
+@pytest.mark.parametrize("alignment", [16, 64, 4096])
+def test_alignment_files_are_readable_by_both(tmp_path: Any, alignment: int) -> None:
+    tensors = {"a": np.arange(10, dtype=np.float32), "b": np.ones((3, 3), np.float64)}
+    path = os.path.join(tmp_path, "al.safetensors")
+    np_save_file(tensors, path, metadata={"m": "x"}, alignment=alignment)
+    with open(path, "rb") as fh:
+        data = fh.read()
+    n = int.from_bytes(data[:8], "little")
+    assert (8 + n) % alignment == 0
+    assert json.loads(data[8 : 8 + n])["__metadata__"] == {"m": "x"}
+    up = upstream_np.load_file(path)
+    ours = np_load_file(path)
+    for k, v in tensors.items():
+        np.testing.assert_array_equal(up[k], v)
+        np.testing.assert_array_equal(ours[k], v)
+    assert np_save(tensors, metadata={"m": "x"}, alignment=alignment) == data
+
+
+def test_default_alignment_is_byte_identical() -> None:
+    tensors = {"a": np.arange(3, dtype=np.uint8)}
+    assert np_save(tensors) == np_save(tensors, alignment=8) == upstream_np.save(tensors)
+
+
+def test_bad_alignment_is_rejected(tmp_path: Any) -> None:
+    from pysafetensors.errors import SerializeError
+
+    with pytest.raises(SerializeError):
+        np_save({"a": np.zeros(2)}, alignment=12)
+
+
+# --- the fast header parse ---------------------------------------------------------------
+
+
+def _header_bytes(obj: Any) -> bytes:
+    body = json.dumps(obj, separators=(",", ":")).encode()
+    return body + b" " * ((8 - (8 + len(body)) % 8) % 8)
+
+
+def _parse_both(text: bytes, size: int) -> tuple[Any, Any]:
+    fast = header_mod._fast_header(text.decode(), len(text), size)
+    try:
+        careful: Any = header_mod._careful_header(text.decode(), len(text), size)
+    except Exception as e:  # noqa: BLE001 - compared below
+        careful = type(e)
+    return fast, careful
+
+
+def test_fast_header_agrees_with_careful_path(tmp_path: Any) -> None:
+    for name, tensors in _files(tmp_path).items():
+        data = upstream_np.save(tensors, metadata={"format": "np", "x": "é"})
+        n = int.from_bytes(data[:8], "little")
+        fast, careful = _parse_both(data[8 : 8 + n], len(data))
+        assert fast is not None and fast == careful, name
+
+
+@pytest.mark.parametrize(
+    "mutate",
+    [
+        lambda t: t.replace(b'"dtype":"F32"', b'"dtype":"F32","dtype":"F32"', 1),  # duplicate field
+        lambda t: t.replace(b'"shape":[2]', b'"shape":[-0]', 1),
+        lambda t: t.replace(b"[0,8]", b"[0,8.0]", 1),
+        lambda t: t.replace(b'"format":"pt"', b'"format":7', 1),
+        lambda t: t.replace(b"{", b'{"__metadata__":null,', 1),  # duplicate __metadata__
+        lambda t: t.replace(b'"F32"', b'"F33"', 1),
+        lambda t: t.replace(b"[8,16]", b"[9,16]", 1),
+    ],
+)
+def test_fast_header_defers_unusual_headers(mutate: Any) -> None:
+    header = {"__metadata__": {"format": "pt"}, "a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]},
+              "b": {"dtype": "F32", "shape": [2], "data_offsets": [8, 16]}}
+    text = mutate(_header_bytes(header)).rstrip()
+    text = text + b" " * ((8 - (8 + len(text)) % 8) % 8)
+    fast, careful = _parse_both(text, 8 + len(text) + 16)
+    assert fast is None
+    assert isinstance(careful, type) and issubclass(careful, Exception)
+
+
+def test_out_of_order_header_still_parses() -> None:
+    header = {"b": {"dtype": "F32", "shape": [2], "data_offsets": [8, 16]},
+              "a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}}
+    text = _header_bytes(header)
+    h = header_mod.parse_header(text, 8 + len(text) + 16)
+    assert [t.name for t in h.tensors] == ["a", "b"]
+
+
+# --- the staging pipeline (CPU destination: same loop as CUDA) -------------------------
+
+
+@pytest.mark.parametrize("buffers,buffer_bytes", [(2, 100), (1, 7), (3, 4096), (2, 1 << 20)])
+@pytest.mark.parametrize("backend", ["mmap", "pread"])
+def test_staging_pipeline_cpu_destination(tmp_path: Any, buffers: int, buffer_bytes: int, backend: str) -> None:
+    torch = pytest.importorskip("torch")
+    from pysafetensors.io.sources import open_source
+    from pysafetensors.staging import StagingConfig, load_to_device
+    from pysafetensors.torch import save_file
+
+    g = torch.Generator().manual_seed(0)
+    tensors = {
+        "big": torch.randn(50, 40, generator=g),  # 8000 bytes: many ring turns per tensor
+        "empty": torch.zeros(0, 3),
+        "half": torch.randn(9, generator=g).to(torch.bfloat16),
+        "ints": torch.arange(11, dtype=torch.int64),
+        **{f"small{i:03d}": torch.full((i % 5 + 1,), float(i)) for i in range(120)},
+    }
+    path = os.path.join(tmp_path, "st.safetensors")
+    save_file(tensors, path)
+    f = SafeFile(open_source(path, backend))
+    out = load_to_device(f, "cpu", config=StagingConfig(buffers=buffers, buffer_bytes=buffer_bytes), pin=False, threads=2)
+    f.close()
+    assert list(out) == f.names()
+    for k, v in tensors.items():
+        assert out[k].dtype == v.dtype and out[k].shape == v.shape
+        assert torch.equal(out[k], v), k
+
+
+def test_staging_rejects_an_empty_ring(tmp_path: Any) -> None:
+    pytest.importorskip("torch")
+    from pysafetensors.staging import StagingConfig, load_to_device
+
+    path = os.path.join(tmp_path, "x.safetensors")
+    upstream_np.save_file({"x": np.zeros(3, np.float32)}, path)
+    with pytest.raises(ValueError):
+        load_to_device(path, "cpu", config=StagingConfig(buffers=0))
+
+
+# --- the benchmark harness runs ----------------------------------------------------------
+
+
+def test_benchmark_quick_smoke(tmp_path: Any) -> None:
+    run = os.path.join(os.path.dirname(os.path.dirname(__file__)), "benchmarks", "run.py")
+    proc = subprocess.run(
+        [sys.executable, run, "--quick", "-w", "5", "-n", "1", "--data", os.fspath(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "| 5 |" in proc.stdout
+    assert re.search(r"\*\*\d+\.\d+x\*\*", proc.stdout), proc.stdout
+
+
+def test_mmap_source_reads_through_its_descriptor(tmp_path: Any) -> None:
+    path = os.path.join(tmp_path, "m.safetensors")
+    upstream_np.save_file({"x": np.arange(1000, dtype=np.int32)}, path)
+    src = MmapSource(path)
+    assert src.parallel_safe
+    buf = bytearray(16)
+    src.read_into(src.size - 16, memoryview(buf))
+    assert bytes(buf) == np.arange(996, 1000, dtype=np.int32).tobytes()
+    view = src.view(src.size - 16, 16)
+    src.close()
+    assert bytes(view) == bytes(buf)  # views outlive the handle
+    with pytest.raises(Exception, match="closed"):
+        src.read_into(0, memoryview(bytearray(8)))

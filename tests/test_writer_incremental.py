@@ -1,0 +1,165 @@
+"""The incremental writer: declare first, write in any order / threads, atomic publish."""
+
+from __future__ import annotations
+
+import os
+import random
+import threading
+from typing import Any
+
+import numpy as np
+import pytest
+
+import pysafetensors
+from pysafetensors import SafetensorsWriter, open_writer
+from pysafetensors.errors import IncompleteWrite, SafetensorError, SerializeError, TensorNotFound
+from pysafetensors.numpy import load_file, save_file
+
+upstream_np = pytest.importorskip("safetensors.numpy")
+
+
+def _tensors() -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(3)
+    return {
+        "z.weight": rng.standard_normal((40, 30)).astype(np.float32),
+        "a.bias": rng.standard_normal((30,)).astype(np.float16),
+        "ids": np.arange(25, dtype=np.int64),
+        "mask": rng.integers(0, 2, (4, 4)).astype(bool),
+        "empty": np.zeros((0,), np.float32),
+        "scalar": np.array(3.5, np.float64),
+    }
+
+
+def _specs(tensors: dict[str, np.ndarray]) -> dict[str, tuple[Any, tuple[int, ...]]]:
+    return {k: (v.dtype, v.shape) for k, v in tensors.items()}
+
+
+def _temp_files(directory: str) -> list[str]:
+    return [n for n in os.listdir(directory) if n.endswith(".tmp")]
+
+
+def test_out_of_order_writes_are_byte_identical_to_save(tmp_path: Any) -> None:
+    tensors = _tensors()
+    path = os.path.join(tmp_path, "inc.safetensors")
+    names = list(tensors)
+    random.Random(0).shuffle(names)
+    with open_writer(path, _specs(tensors), metadata={"format": "np"}) as w:
+        for name in names:
+            w.write(name, tensors[name])
+    with open(path, "rb") as fh:
+        got = fh.read()
+    assert got == upstream_np.save(tensors, metadata={"format": "np"})
+    ref = os.path.join(tmp_path, "ref.safetensors")
+    save_file(tensors, ref, metadata={"format": "np"})
+    with open(ref, "rb") as fh:
+        assert fh.read() == got
+
+
+def test_multithreaded_chunked_writes(tmp_path: Any) -> None:
+    big = np.arange(50_000, dtype=np.int32)
+    other = np.linspace(0, 1, 777).astype(np.float64)
+    path = os.path.join(tmp_path, "mt.safetensors")
+    w = SafetensorsWriter(path, {"big": ("I32", big.shape), "other": ("float64", other.shape)})
+    raw = big.view(np.uint8)
+    chunks = [(off, raw[off : off + 4000]) for off in range(0, raw.size, 4000)]
+    random.Random(1).shuffle(chunks)
+
+    def worker(part: list[tuple[int, np.ndarray]]) -> None:
+        for off, chunk in part:
+            w.write_chunk("big", off, chunk)
+
+    threads = [threading.Thread(target=worker, args=(chunks[i::4],)) for i in range(4)]
+    for t in threads:
+        t.start()
+    w.write("other", other)
+    for t in threads:
+        t.join()
+    assert w.missing() == []
+    w.close()
+    loaded = load_file(path)
+    np.testing.assert_array_equal(loaded["big"], big)
+    np.testing.assert_array_equal(loaded["other"], other)
+    with open(path, "rb") as fh:
+        assert fh.read() == upstream_np.save({"big": big, "other": other})
+
+
+def test_torch_tensors_and_dtypes(tmp_path: Any) -> None:
+    torch = pytest.importorskip("torch")
+    from pysafetensors.torch import load_file as torch_load
+    from pysafetensors.torch import save as torch_save
+
+    tensors = {"b": torch.randn(5, 3).to(torch.bfloat16), "t": torch.arange(12).reshape(3, 4).T}
+    path = os.path.join(tmp_path, "t.safetensors")
+    with open_writer(path, {k: (v.dtype, tuple(v.shape)) for k, v in tensors.items()}) as w:
+        w.write("t", tensors["t"])  # non-contiguous: written in logical order
+        w.write("b", tensors["b"])
+    loaded = torch_load(path)
+    assert torch.equal(loaded["b"], tensors["b"]) and torch.equal(loaded["t"], tensors["t"])
+    with open(path, "rb") as fh:
+        assert fh.read() == torch_save({k: v.contiguous() for k, v in tensors.items()})
+
+
+def test_missing_tensor_raises_and_leaves_no_file(tmp_path: Any) -> None:
+    tensors = _tensors()
+    path = os.path.join(tmp_path, "m.safetensors")
+    w = open_writer(path, _specs(tensors))
+    w.write("ids", tensors["ids"])
+    w.write_chunk("z.weight", 0, tensors["z.weight"].reshape(-1).view(np.uint8)[:100])  # only partly written
+    with pytest.raises(IncompleteWrite) as info:
+        w.close()
+    msg = str(info.value)
+    assert "'z.weight'" in msg and "'a.bias'" in msg and "'ids'" not in msg
+    assert isinstance(info.value, SafetensorError)
+    assert not os.path.exists(path) and _temp_files(os.fspath(tmp_path)) == []
+
+
+def test_exception_inside_with_keeps_the_old_file(tmp_path: Any) -> None:
+    path = os.path.join(tmp_path, "old.safetensors")
+    save_file({"keep": np.ones(3, np.float32)}, path)
+    with open(path, "rb") as fh:
+        before = fh.read()
+    with pytest.raises(RuntimeError), open_writer(path, {"new": ("F32", (2,))}) as w:
+        w.write("new", np.zeros(2, np.float32))
+        raise RuntimeError("converter failed")
+    with open(path, "rb") as fh:
+        assert fh.read() == before
+    assert _temp_files(os.fspath(tmp_path)) == []
+
+
+def test_wrong_sizes_and_names_are_errors(tmp_path: Any) -> None:
+    path = os.path.join(tmp_path, "e.safetensors")
+    with open_writer(path, {"a": ("F32", (4,))}) as w:
+        with pytest.raises(SerializeError, match="needs 16"):
+            w.write("a", np.zeros(3, np.float32))
+        with pytest.raises(TensorNotFound):
+            w.write("nope", np.zeros(4, np.float32))
+        with pytest.raises(SerializeError, match="outside"):
+            w.write_chunk("a", 12, np.zeros(2, np.float32))
+        with pytest.raises(SerializeError, match="big-endian"):
+            w.write("a", np.zeros(4, ">f4"))
+        w.write("a", np.arange(4, dtype=np.float32))
+    np.testing.assert_array_equal(load_file(path)["a"], np.arange(4, dtype=np.float32))
+
+
+def test_bad_declarations(tmp_path: Any) -> None:
+    path = os.path.join(tmp_path, "d.safetensors")
+    with pytest.raises(SafetensorError):
+        open_writer(path, {"a": ("F99", (1,))})
+    with pytest.raises(SerializeError):
+        open_writer(path, {"a": ("F32",)})  # type: ignore[dict-item]
+    assert _temp_files(os.fspath(tmp_path)) == []
+
+
+def test_aligned_incremental_file(tmp_path: Any) -> None:
+    path = os.path.join(tmp_path, "al.safetensors")
+    data = np.arange(100, dtype=np.float32)
+    with open_writer(path, {"x": ("F32", (100,))}, alignment=4096) as w:
+        assert w.data_start % 4096 == 0
+        assert w.offset_of("x") == (w.data_start, 400)
+        w.write("x", data)
+    np.testing.assert_array_equal(upstream_np.load_file(path)["x"], data)
+    np.testing.assert_array_equal(load_file(path)["x"], data)
+
+
+def test_exported() -> None:
+    assert "SafetensorsWriter" in pysafetensors.__all__ and "open_writer" in pysafetensors.__all__
