@@ -41,10 +41,18 @@ INDEX_CAP = HEADER_CAP  # an index lists names like a header does; the same cap 
 class ShardedFile:
     """Several shard files behind one index, read as one file (the SafeFile interface)."""
 
-    def __init__(self, index: ShardIndex, open_shard: Callable[[str], SafeFile], name: str) -> None:
+    def __init__(
+        self,
+        index: ShardIndex,
+        open_shard: Callable[[str], SafeFile],
+        name: str,
+        locate: Callable[[str], str] | None = None,
+    ) -> None:
         self.index = index
         self.name = name
         self._open_shard = open_shard
+        # Where a shard lives (a path or URL next to the index), for tools that read it raw.
+        self.locate: Callable[[str], str] = locate or (lambda shard: shard)
         self._shards: dict[str, SafeFile] = {}
         self._lock = threading.Lock()
         self._closed = False
@@ -204,7 +212,7 @@ def open_index(location: Any, backend: str = "mmap", storage_options: Mapping[st
     def open_shard(shard: str) -> SafeFile:
         return SafeFile(open_source(shard_location(shard), backend, storage_options))
 
-    return ShardedFile(index, open_shard, name)
+    return ShardedFile(index, open_shard, name, shard_location)
 
 
 def open_file(
