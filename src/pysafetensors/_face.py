@@ -37,6 +37,26 @@ def save_file(
     write_file(_items(adapter, tensors, kind), filename, metadata)
 
 
+def save_sharded(
+    adapter: ModuleType,
+    kind: str,
+    tensors: Mapping[str, Any],
+    directory: str | os.PathLike[str],
+    max_shard_size: int | str,
+    metadata: Mapping[str, str] | None,
+    variant: str | None,
+    basename: str,
+) -> str:
+    # No storage ids: these faces write every tensor in full (views are materialized), so
+    # two tensors over one buffer may land in different shards without losing anything.
+    from .sharded import write_sharded
+
+    return write_sharded(
+        _items(adapter, tensors, kind), directory, max_shard_size=max_shard_size, metadata=metadata,
+        basename=basename, variant=variant,
+    )
+
+
 def load(adapter: ModuleType, data: Any, device: Any = "cpu") -> dict[str, Any]:
     dev = parse_device(device)
     adapter.check_device(dev)
