@@ -32,23 +32,8 @@ def save_file(
     _face.save_file(_adapter, _KIND, tensors, filename, metadata)
 
 
+save_sharded = _face.make_save_sharded(_adapter, _KIND, "paddle tensors", __name__)
 
-def save_sharded(
-    tensors: Mapping[str, Any],
-    directory: str | os.PathLike[str],
-    max_shard_size: int | str = "5GB",
-    metadata: Mapping[str, str] | None = None,
-    *,
-    variant: str | None = None,
-    basename: str = "model",
-) -> str:
-    """Save paddle tensors as a Hugging Face sharded checkpoint in ``directory``.
-
-    ``model-00001-of-00003.safetensors`` ... plus ``model.safetensors.index.json`` (a single
-    shard is a plain ``model.safetensors``); ``max_shard_size`` is bytes or "5GB"/"500MB"
-    (decimal units), filled greedily in key order.  Returns the index path (or the file's).
-    """
-    return _face.save_sharded(_adapter, _KIND, tensors, directory, max_shard_size, metadata, variant, basename)
 
 def load(data: bytes, device: Any = "cpu") -> dict[str, Any]:
     """Load paddle tensors from safetensors bytes onto ``device``."""

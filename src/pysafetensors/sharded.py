@@ -9,6 +9,7 @@ rule) and writes each shard, then the index, atomically.
 
 from __future__ import annotations
 
+import math
 import os
 import threading
 from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
@@ -281,10 +282,7 @@ def write_sharded(
 
 
 def _nbytes(item: WriteItem) -> int:
-    n = 1
-    for d in item.shape:
-        n *= d
-    return n * item.dtype.bits // 8
+    return item.dtype.nbytes(math.prod(item.shape))
 
 
 def _remove_stale(directory: str, written: set[str], basename: str, variant: str | None, keep_index: bool) -> None:

@@ -50,12 +50,13 @@ class KeyNotFound(Exception):
     """``get KEY`` for a key the file does not have (exit 1)."""
 
 
-def parse_assignments(pairs: list[str]) -> dict[str, str]:
+def parse_assignments(pairs: list[str], option: str | None = None) -> dict[str, str]:
+    """``["k=v", ...]`` -> ``{"k": "v"}`` (the value may contain ``=``; the key may not be empty)."""
     out = {}
     for pair in pairs:
         key, sep, value = pair.partition("=")
         if not sep or not key:
-            raise InvalidMetadata(f"expected KEY=VALUE, got {pair!r}")
+            raise InvalidMetadata(f"{option + ' ' if option else ''}expected KEY=VALUE, got {pair!r}")
         out[key] = value
     return out
 
