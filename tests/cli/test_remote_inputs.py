@@ -213,3 +213,20 @@ def test_subprocess_on_a_url(local: dict[str, Path], server: RangeServer) -> Non
                        capture_output=True, text=True, env=env, timeout=60, check=False)
     assert p.returncode == 0, p.stderr
     assert json.loads(p.stdout)["id"] == cli_json("id", local["single"])[1]["id"]
+
+
+def test_validate_broken_file_and_missing_shard_over_http(local: dict[str, Path], tmp_path: Path) -> None:
+    truncated = local["single"].read_bytes()[:-10]
+    (tmp_path / "t.safetensors").write_bytes(truncated)
+    files = {"t.safetensors": truncated}
+    for p in local["sharded"].iterdir():
+        if not p.name.startswith("model-00002"):  # the index lists a shard the server lacks
+            files[f"sharded/{p.name}"] = p.read_bytes()
+    with RangeServer(files) as server:
+        code, remote = cli_json("validate", server.url("t.safetensors"))
+        assert code == 1 and not remote["valid"]
+        assert cli_json("validate", tmp_path / "t.safetensors") == (1, remote)
+        code, sharded = cli_json("validate", server.url("sharded/model.safetensors.index.json"))
+        assert code == 1
+        assert [(p["code"], p["file"]) for p in sharded["problems"]] == [
+            ("missing_shard", "model-00002-of-00002.safetensors")]
