@@ -19,7 +19,7 @@ from ..errors import InvalidIndex, SafetensorError, TensorNotFound
 from ..format.header import N_LEN, TensorInfo
 from ..io.registry import url_scheme
 from ..io.sources import supports_view
-from ..reader import SafeFile
+from ..reader import SafeFile, alloc
 from ..sharded import ShardedFile, is_index_name, open_file
 
 
@@ -48,7 +48,7 @@ class RangedBytes:
         start, stop, step = key.indices(self.length)
         if step != 1:
             raise ValueError("RangedBytes slices must be contiguous")
-        buf = memoryview(bytearray(max(stop - start, 0)))
+        buf = alloc(max(stop - start, 0))  # large chunks: an anonymous map, no zero-fill pass
         if len(buf):
             self.source.read_into(self.offset + start, buf)
         return buf
