@@ -72,6 +72,7 @@ def make_save_sharded(adapter: ModuleType, kind: str, what: str, module: str) ->
         )
 
     save_sharded.__module__ = module
+    save_sharded.__qualname__ = "save_sharded"
     save_sharded.__doc__ = f"""Save {what} as a Hugging Face sharded checkpoint in ``directory``.
 
     ``model-00001-of-00003.safetensors`` ... plus ``model.safetensors.index.json`` (a single
