@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from types import ModuleType
-from typing import Any
+from typing import Any, Protocol
 
 from ._device import parse_device
 from .errors import UnsupportedValue
@@ -35,6 +35,52 @@ def save_file(
     metadata: Mapping[str, str] | None,
 ) -> None:
     write_file(_items(adapter, tensors, kind), filename, metadata)
+
+
+class SaveSharded(Protocol):
+    def __call__(
+        self,
+        tensors: Mapping[str, Any],
+        directory: str | os.PathLike[str],
+        max_shard_size: int | str = ...,
+        metadata: Mapping[str, str] | None = ...,
+        *,
+        variant: str | None = ...,
+        basename: str = ...,
+    ) -> str: ...
+
+
+def make_save_sharded(adapter: ModuleType, kind: str, what: str, module: str) -> SaveSharded:
+    """A face's ``save_sharded`` (numpy.py and torch.py's signature) over ``adapter``."""
+
+    def save_sharded(
+        tensors: Mapping[str, Any],
+        directory: str | os.PathLike[str],
+        max_shard_size: int | str = "5GB",
+        metadata: Mapping[str, str] | None = None,
+        *,
+        variant: str | None = None,
+        basename: str = "model",
+    ) -> str:
+        # No storage ids: these faces write every tensor in full (views are materialized),
+        # so two tensors over one buffer may land in different shards without losing anything.
+        from .sharded import write_sharded
+
+        return write_sharded(
+            _items(adapter, tensors, kind), directory, max_shard_size=max_shard_size, metadata=metadata,
+            basename=basename, variant=variant,
+        )
+
+    save_sharded.__module__ = module
+    save_sharded.__qualname__ = "save_sharded"
+    save_sharded.__doc__ = f"""Save {what} as a Hugging Face sharded checkpoint in ``directory``.
+
+    ``model-00001-of-00003.safetensors`` ... plus ``model.safetensors.index.json`` (a single
+    shard is a plain ``model.safetensors``); ``max_shard_size`` is bytes or "5GB"/"500MB"
+    (decimal units), filled greedily in key order; ``variant="fp16"`` gives
+    ``model.fp16-00001-of-00003.safetensors``.  Returns the index path (or the file's).
+    """
+    return save_sharded
 
 
 def load(adapter: ModuleType, data: Any, device: Any = "cpu") -> dict[str, Any]:

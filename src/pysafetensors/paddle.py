@@ -16,7 +16,7 @@ from typing import Any
 from . import _face
 from ._adapters import paddle as _adapter
 
-__all__ = ["load", "load_file", "save", "save_file"]
+__all__ = ["load", "load_file", "save", "save_file", "save_sharded"]
 _KIND = "paddle.Tensor"
 
 
@@ -30,6 +30,9 @@ def save_file(
 ) -> None:
     """Save paddle tensors to ``filename`` atomically."""
     _face.save_file(_adapter, _KIND, tensors, filename, metadata)
+
+
+save_sharded = _face.make_save_sharded(_adapter, _KIND, "paddle tensors", __name__)
 
 
 def load(data: bytes, device: Any = "cpu") -> dict[str, Any]:

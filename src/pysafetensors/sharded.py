@@ -9,6 +9,7 @@ rule) and writes each shard, then the index, atomically.
 
 from __future__ import annotations
 
+import math
 import os
 import threading
 from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
@@ -41,10 +42,18 @@ INDEX_CAP = HEADER_CAP  # an index lists names like a header does; the same cap 
 class ShardedFile:
     """Several shard files behind one index, read as one file (the SafeFile interface)."""
 
-    def __init__(self, index: ShardIndex, open_shard: Callable[[str], SafeFile], name: str) -> None:
+    def __init__(
+        self,
+        index: ShardIndex,
+        open_shard: Callable[[str], SafeFile],
+        name: str,
+        locate: Callable[[str], str] | None = None,
+    ) -> None:
         self.index = index
         self.name = name
         self._open_shard = open_shard
+        # Where a shard lives (a path or URL next to the index), for tools that read it raw.
+        self.locate: Callable[[str], str] = locate or (lambda shard: shard)
         self._shards: dict[str, SafeFile] = {}
         self._lock = threading.Lock()
         self._closed = False
@@ -204,7 +213,7 @@ def open_index(location: Any, backend: str = "mmap", storage_options: Mapping[st
     def open_shard(shard: str) -> SafeFile:
         return SafeFile(open_source(shard_location(shard), backend, storage_options))
 
-    return ShardedFile(index, open_shard, name)
+    return ShardedFile(index, open_shard, name, shard_location)
 
 
 def open_file(
@@ -273,10 +282,7 @@ def write_sharded(
 
 
 def _nbytes(item: WriteItem) -> int:
-    n = 1
-    for d in item.shape:
-        n *= d
-    return n * item.dtype.bits // 8
+    return item.dtype.nbytes(math.prod(item.shape))
 
 
 def _remove_stale(directory: str, written: set[str], basename: str, variant: str | None, keep_index: bool) -> None:

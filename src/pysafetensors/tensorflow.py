@@ -14,7 +14,7 @@ from typing import Any
 from . import _face
 from ._adapters import tensorflow as _adapter
 
-__all__ = ["load", "load_file", "save", "save_file"]
+__all__ = ["load", "load_file", "save", "save_file", "save_sharded"]
 _KIND = "tf.Tensor"
 
 
@@ -28,6 +28,9 @@ def save_file(
 ) -> None:
     """Save tf.Tensors to ``filename`` atomically."""
     _face.save_file(_adapter, _KIND, tensors, filename, metadata)
+
+
+save_sharded = _face.make_save_sharded(_adapter, _KIND, "tf.Tensors", __name__)
 
 
 def load(data: bytes) -> dict[str, Any]:

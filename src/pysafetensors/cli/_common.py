@@ -136,11 +136,12 @@ def bar_enabled(args: Any) -> bool:
     return not getattr(args, "quiet", False)
 
 
-def iter_chunks(data: memoryview, dtype: DType, nelements: int, step: int | None = None) -> Iterator[Any]:
+def iter_chunks(data: Any, dtype: DType, nelements: int, step: int | None = None) -> Iterator[Any]:
     """The tensor's elements as flat numpy arrays of at most ``step`` elements each.
 
-    Each chunk is a zero-copy view of ``data`` (unpacked to one code per element for F4/F6),
-    so memory stays bounded by the chunk size whatever the tensor size.
+    ``data`` is a buffer or anything sliceable by byte range (the CLI's RangedBytes reads just
+    that range from a remote source).  Each chunk views ``data[lo:hi]`` (unpacked to one code
+    per element for F4/F6), so memory stays bounded by the chunk size whatever the tensor size.
     """
     import numpy as np
 

@@ -13,6 +13,7 @@ from typing import Any
 
 from ..convert import ConversionReport, convert_file
 from ..errors import SafetensorError, VerificationFailed
+from .metadata import parse_assignments
 
 HELP = "convert a PyTorch checkpoint (.pt/.bin/.pth, zip or legacy) or .npy/.npz to safetensors, running no pickle code"
 
@@ -39,16 +40,6 @@ def add_parser(subparsers: Any) -> None:
                    help="add a metadata entry (repeatable)")
     if not parents:
         p.add_argument("--json", action="store_true", help="print the report as JSON")
-
-
-def _metadata(pairs: list[str]) -> dict[str, str]:
-    out: dict[str, str] = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep or not key:
-            raise ValueError(f"--metadata expects KEY=VALUE, got {pair!r}")
-        out[key] = value
-    return out
 
 
 def render(report: ConversionReport, *, as_json: bool = False) -> str:
@@ -79,7 +70,7 @@ def run(args: argparse.Namespace) -> int:
     as_json = bool(getattr(args, "json", False))
     try:
         report = convert_file(
-            args.input, args.output, key=args.key, verify=args.verify, metadata=_metadata(args.metadata)
+            args.input, args.output, key=args.key, verify=args.verify, metadata=parse_assignments(args.metadata, "--metadata")
         )
     except VerificationFailed as e:
         sys.stdout.write(render(e.report, as_json=as_json))  # type: ignore[attr-defined]

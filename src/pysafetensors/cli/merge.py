@@ -11,9 +11,10 @@ import argparse
 from dataclasses import dataclass
 from typing import Any
 
+from ..writer import write_file
 from ._common import bar_enabled, emit, fmt_bytes, plural, progress, render_json
 from ._inputs import open_input
-from .shard import write_tensors
+from .shard import write_items
 
 
 @dataclass
@@ -30,7 +31,7 @@ def compute_merge(path: str, output: str, show_progress: bool = False) -> MergeR
         names = sorted(t.name for t in inp.tensors)
         total = sum(t.nbytes for t in inp.tensors)
         with progress(total, "merging", show_progress) as bar:
-            write_tensors(inp, names, output, inp.metadata, bar)
+            write_file(write_items(inp, names, bar), output, inp.metadata)
         return MergeResult(path, output, inp.file_names, len(names), total)
 
 

@@ -23,8 +23,8 @@ from typing import Any
 
 from ..errors import InvalidMetadata
 from ..format.header import N_LEN, Header, encode_header
+from ..io.registry import open_source, url_scheme
 from ..io.sinks import AtomicFileSink
-from ..io.sources import PreadSource
 from ..reader import read_header
 from ._common import bar_enabled, emit, progress, render_json
 from ._inputs import is_sharded_path
@@ -50,12 +50,13 @@ class KeyNotFound(Exception):
     """``get KEY`` for a key the file does not have (exit 1)."""
 
 
-def parse_assignments(pairs: list[str]) -> dict[str, str]:
+def parse_assignments(pairs: list[str], option: str | None = None) -> dict[str, str]:
+    """``["k=v", ...]`` -> ``{"k": "v"}`` (the value may contain ``=``; the key may not be empty)."""
     out = {}
     for pair in pairs:
         key, sep, value = pair.partition("=")
         if not sep or not key:
-            raise InvalidMetadata(f"expected KEY=VALUE, got {pair!r}")
+            raise InvalidMetadata(f"{option + ' ' if option else ''}expected KEY=VALUE, got {pair!r}")
         out[key] = value
     return out
 
@@ -117,7 +118,7 @@ def _write_in_place(path: str, old: bytes, new: bytes) -> None:
 
 
 def _rewrite(src: str, dst: str, new: bytes, data_start: int, data_size: int, show_progress: bool) -> None:
-    source = PreadSource(src)
+    source = open_source(src, "pread")
     try:
         with AtomicFileSink(dst) as sink, progress(data_size, "rewriting", show_progress) as bar:
             sink.write([len(new).to_bytes(N_LEN, "little"), new])
@@ -144,7 +145,7 @@ def compute_metadata(
     """Read or edit the metadata of ``path``; writes nothing when nothing changes or ``dry_run``."""
     if is_sharded_path(path):
         raise InvalidMetadata(f"{path}: metadata works on one .safetensors file; edit a sharded checkpoint shard by shard")
-    source = PreadSource(path)
+    source = open_source(path, "pread")  # a local file or a URL (get, or set with --output)
     try:
         header = read_header(source)
         old_bytes = bytearray(header.header_size)
@@ -168,6 +169,8 @@ def compute_metadata(
         after = None
     else:
         raise ValueError(f"unknown metadata action {action!r}")
+    if output is None and url_scheme(path) is not None:
+        raise InvalidMetadata(f"{path}: a URL cannot be edited in place; write the result with --output FILE")
     r = MetadataResult(path, action, after, before=before, dry_run=dry_run, output=output)
     r.changed = after != before or output is not None
     if not r.changed:

@@ -11,15 +11,15 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 from dataclasses import dataclass
 from typing import Any
 
-from ..io.sinks import AtomicFileSink
-from ..writer import WriteItem, plan, stream
+from ..errors import InvalidIndex
+from ..format.index import index_file_name, parse_size, plan_shards, shard_name_pattern, shard_names
+from ..sharded import write_sharded
+from ..writer import WriteItem
 from ._common import bar_enabled, emit, fmt_bytes, plural, progress, render_json
 from ._inputs import Input, open_input
-from ._shards import INDEX_NAME, ShardIndexError, index_json, parse_size, plan_shards, shard_name
 
 
 @dataclass
@@ -40,27 +40,26 @@ class ShardResult:
     dry_run: bool = False
 
 
-def write_tensors(inp: Input, names: list[str], path: str, metadata: dict[str, str] | None, bar: Any) -> None:
-    """Stream the named tensors of ``inp`` into a new safetensors file at ``path`` (atomic)."""
+def write_items(inp: Input, names: list[str], bar: Any) -> list[WriteItem]:
+    """Write items streaming the named tensors of ``inp`` (one tensor in memory at a time)."""
 
     def item(name: str) -> WriteItem:
         t = inp.info(name)
 
         def get_bytes() -> memoryview:
-            data = inp.data(name)  # a view of the mapped source: no copy until the write
+            data = inp.read(name)  # a view of a mapped source: no copy until the write
             bar.update(len(data))
             return data
 
         return WriteItem(name, t.dtype, t.shape, get_bytes)
 
-    layout, items = plan([item(n) for n in names], metadata)
-    with AtomicFileSink(path) as sink:
-        stream(layout, items, sink)
+    return [item(n) for n in names]
 
 
-def _stale(outdir: str, prefix: str) -> list[str]:
-    pattern = re.compile(rf"^{re.escape(prefix)}(-\d{{5}}-of-\d{{5}})?\.safetensors$")
-    return sorted(f for f in os.listdir(outdir) if pattern.match(f) or f == INDEX_NAME)
+def _existing(outdir: str, prefix: str) -> list[str]:
+    pattern = shard_name_pattern(prefix)
+    mine = {index_file_name(prefix), *shard_names(1, prefix)}
+    return sorted(f for f in os.listdir(outdir) if pattern.match(f) or f in mine)
 
 
 def compute_shard(
@@ -72,43 +71,31 @@ def compute_shard(
     show_progress: bool = False,
     prefix: str = "model",
 ) -> ShardResult:
+    """Split ``path`` into Hugging Face shards in ``outdir`` (``pysafetensors.sharded.write_sharded``)."""
     limit = parse_size(max_shard_size)
     with open_input(path) as inp:
-        sizes = sorted((t.name, t.nbytes) for t in inp.tensors)
-        groups = plan_shards(sizes, limit)
-        count = max(len(groups), 1)
-        nbytes = dict(sizes)
-        shards = [ShardFile(shard_name(i + 1, count, prefix), len(g), sum(nbytes[n] for n in g))
-                  for i, g in enumerate(groups)]
-        total = sum(nbytes.values())
-        index = os.path.join(outdir, INDEX_NAME) if count > 1 else None
-        result = ShardResult(path, outdir, limit, total, shards, index, dry_run)
+        nbytes = {t.name: t.nbytes for t in inp.tensors}
+        names = sorted(nbytes)
+        groups = plan_shards(((n, nbytes[n], None) for n in names), limit)
+        files = shard_names(len(groups), prefix)
+        shards = [ShardFile(f, len(g), sum(nbytes[n] for n in g)) for f, g in zip(files, groups)]
+        index = os.path.join(outdir, index_file_name(prefix)) if len(groups) > 1 else None
+        result = ShardResult(path, outdir, limit, sum(nbytes.values()), shards, index, dry_run)
         if dry_run:
             return result
         os.makedirs(outdir, exist_ok=True)
-        stale = _stale(outdir, prefix)
-        inputs = {os.path.realpath(os.path.join(os.path.dirname(inp.index_path or inp.path), f)) for f in inp.file_names}
-        if stale and not force:
-            raise ShardIndexError(f"{outdir} already holds {', '.join(stale[:3])}; use --force to replace them")
-        if any(os.path.realpath(os.path.join(outdir, f)) in inputs for f in stale + [s.name for s in shards]):
-            raise ShardIndexError(f"{outdir} holds the input checkpoint; choose another output directory")
-        with progress(total, "sharding", show_progress) as bar:
-            weight_map: dict[str, str] = {}
-            for shard, group in zip(shards, groups):
-                write_tensors(inp, group, os.path.join(outdir, shard.name), inp.metadata, bar)
-                weight_map.update((n, shard.name) for n in group)
-            if not groups:  # an empty checkpoint still gets its one (empty) file
-                write_tensors(inp, [], os.path.join(outdir, shard_name(1, 1, prefix)), inp.metadata, bar)
-                result.shards = [ShardFile(shard_name(1, 1, prefix), 0, 0)]
-        written = {s.name for s in result.shards}
-        for f in stale:  # leftovers of an earlier split with another shard count
-            if f not in written and f != INDEX_NAME:
-                os.unlink(os.path.join(outdir, f))
-        if index is not None:
-            with AtomicFileSink(index) as sink:
-                sink.write([index_json(total, dict(sorted(weight_map.items())))])
-        elif INDEX_NAME in stale:
-            os.unlink(os.path.join(outdir, INDEX_NAME))
+        existing = _existing(outdir, prefix)
+        if existing and not force:
+            raise InvalidIndex(f"{outdir} already holds {', '.join(existing[:3])}; use --force to replace them")
+        if inp.local:
+            base = os.path.dirname(os.path.abspath(inp.index_path or inp.path)) if not os.path.isdir(inp.path) else inp.path
+            inputs = {os.path.realpath(os.path.join(base, f)) for f in inp.file_names}
+            if any(os.path.realpath(os.path.join(outdir, f)) in inputs for f in existing + files):
+                raise InvalidIndex(f"{outdir} holds the input checkpoint; choose another output directory")
+        with progress(result.total_size, "sharding", show_progress) as bar:
+            # Shards keep the source's header metadata; the index gets only total_size.
+            write_sharded(write_items(inp, names, bar), outdir, max_shard_size=limit,
+                          shard_metadata=inp.metadata or {}, basename=prefix)
         return result
 
 
@@ -139,7 +126,7 @@ def add_parser(subparsers: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     try:
         limit = parse_size(args.max_shard_size)
-    except ValueError as e:
+    except (TypeError, ValueError) as e:
         from .main import UsageError
 
         raise UsageError(f"pysafetensors shard: error: --max-shard-size: {e}") from None

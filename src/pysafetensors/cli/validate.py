@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,14 +21,16 @@ from ..format.header import (
     HEADER_CAP,
     METADATA_KEY,
     N_LEN,
+    Header,
     _pairs_hook,  # shared with the strict parser so both read the JSON the same way
     _parse_int,
     _reject_constant,
     parse_header,
 )
+from ..io.registry import open_source
+from ..sharded import find_in_directory, is_index_name, open_index
 from ._common import emit, plural, render_json
 from ._inputs import is_sharded_path
-from ._shards import read_index
 
 _U64 = 1 << 64
 
@@ -53,6 +54,7 @@ class ValidateResult:
     problems: list[Problem] = field(default_factory=list)
     warnings: list[Problem] = field(default_factory=list)
     files: list[str] | None = None  # the shards checked, for a sharded checkpoint
+    _header: Header | None = field(default=None, repr=False)  # the parsed header when valid (not rendered)
 
 
 def _is_usize(v: Any) -> bool:
@@ -214,22 +216,33 @@ def check_bytes(prefix_and_header: bytes, file_size: int, r: ValidateResult) -> 
                   f"but it is {file_size} ({what})")
 
 
+def _read_head(source: Any) -> bytes:
+    """The 8-byte length and (when it is plausible) the header: at most 8 + the cap."""
+    size = source.size
+    prefix = bytearray(min(N_LEN, size))
+    if prefix:
+        source.read_into(0, memoryview(prefix))
+    n = int.from_bytes(prefix, "little") if len(prefix) == N_LEN else 0
+    head = bytearray(n if n <= HEADER_CAP and N_LEN + n <= size else 0)
+    if head:
+        source.read_into(N_LEN, memoryview(head))
+    return bytes(prefix + head)
+
+
 def _validate_file(path: str) -> ValidateResult:
+    """Validate one file: a local path or a URL (only its header is read)."""
+    source = open_source(path, "pread")
     try:
-        fd = os.open(path, os.O_RDONLY)
-    except FileNotFoundError:
-        raise FileNotFoundError(f"No such file or directory: {path}") from None
-    with os.fdopen(fd, "rb") as f:
-        size = os.fstat(f.fileno()).st_size
-        prefix = f.read(N_LEN)
-        n = int.from_bytes(prefix, "little") if len(prefix) == N_LEN else 0
-        head = prefix + (f.read(n) if n <= HEADER_CAP and N_LEN + n <= size else b"")
+        size = source.size
+        head = _read_head(source)
+    finally:
+        source.close()
     r = ValidateResult(path, True, size)
     check_bytes(head, size, r)
     strict_error: SafetensorError | None = None
     if r.header_size is not None and r.header_size <= HEADER_CAP and N_LEN + r.header_size <= size:
         try:
-            parse_header(head[N_LEN:], size)
+            r._header = parse_header(head[N_LEN:], size)
         except SafetensorError as e:
             strict_error = e
     if strict_error is not None and not r.problems:
@@ -239,29 +252,32 @@ def _validate_file(path: str) -> ValidateResult:
 
 
 def _validate_sharded(path: str) -> ValidateResult:
-    index = read_index(path)  # unsafe shard names and bad JSON are errors (exit 2): nothing to check
+    if not is_index_name(path):
+        path = find_in_directory(path)
+        if not is_index_name(path):  # a directory holding one plain file
+            return _validate_file(path)
+    # Bad JSON and unsafe shard names are errors (exit 2): there is nothing to check.
+    sharded = open_index(path)
+    index = sharded.index
     r = ValidateResult(path, True, 0, files=index.shards)
     seen: dict[str, str] = {}
     contents: dict[str, set[str]] = {}  # shard -> tensor names, for the shards that parsed
     total = 0
     for shard in index.shards:
-        shard_path = os.path.join(index.directory, shard)
-        if not os.path.isfile(shard_path):
+        try:
+            sub = _validate_file(sharded.locate(shard))
+        except FileNotFoundError:
             r.problems.append(Problem("missing_shard", "shard listed in the index does not exist", file=shard))
             continue
-        sub = _validate_file(shard_path)
         r.file_size += sub.file_size
         for p in sub.problems + sub.warnings:
             p.file = shard
         r.problems += sub.problems
         r.warnings += sub.warnings
-        if not sub.valid:
+        if not sub.valid or sub._header is None:
             continue
-        with open(shard_path, "rb") as f:
-            head = f.read(N_LEN + (sub.header_size or 0))
-        header = parse_header(head[N_LEN:], sub.file_size)
-        contents[shard] = {t.name for t in header.tensors}
-        for t in header.tensors:
+        contents[shard] = {t.name for t in sub._header.tensors}
+        for t in sub._header.tensors:
             total += t.nbytes
             if t.name in seen:
                 r.problems.append(Problem("duplicate_tensor", f"also in {seen[t.name]}", t.name, file=shard))
