@@ -22,9 +22,8 @@ from ..format.header import (
     METADATA_KEY,
     N_LEN,
     Header,
-    _pairs_hook,  # shared with the strict parser so both read the JSON the same way
-    _parse_int,
-    _reject_constant,
+    decode_header_json,  # shared with the strict parser so both read the JSON the same way
+    has_lone_surrogate,
     parse_header,
 )
 from ..io.registry import open_source
@@ -77,12 +76,12 @@ class _Checker:
         for k, v in value.items():
             if not isinstance(v, str):
                 self.problem("invalid_metadata", f"{METADATA_KEY}[{k!r}] must be a string, found {_kind(v)}")
-            elif _has_surrogate(v) or _has_surrogate(k):
+            elif has_lone_surrogate(v) or has_lone_surrogate(k):
                 self.problem("invalid_metadata", f"{METADATA_KEY}[{k!r}] contains a lone surrogate escape")
 
     def entry(self, name: str, raw: Any) -> tuple[DType | None, list[int] | None, list[int] | None]:
         """Check one tensor entry; returns what is usable of (dtype, shape, offsets)."""
-        if _has_surrogate(name):
+        if has_lone_surrogate(name):
             self.problem("invalid_name", "tensor name contains a lone surrogate escape", name)
         if isinstance(raw, list) and len(raw) == 3:
             raw = {"dtype": raw[0], "shape": raw[1], "data_offsets": raw[2]}
@@ -138,16 +137,6 @@ def _kind(v: Any) -> str:
             float: "a number", type(None): "null"}.get(type(v), type(v).__name__)
 
 
-def _has_surrogate(s: Any) -> bool:
-    if not isinstance(s, str):
-        return False
-    try:
-        s.encode("utf-8")
-        return False
-    except UnicodeEncodeError:
-        return True
-
-
 def check_bytes(prefix_and_header: bytes, file_size: int, r: ValidateResult) -> None:
     """Run every check on the first 8+N bytes of a file of ``file_size`` bytes, filling ``r``."""
     c = _Checker(r)
@@ -169,7 +158,7 @@ def check_bytes(prefix_and_header: bytes, file_size: int, r: ValidateResult) -> 
         c.problem("invalid_utf8", f"header is not valid UTF-8 (byte {e.start} of the header)")
         text = raw_header.decode("utf-8", errors="replace")  # keep checking the rest
     try:
-        obj = json.loads(text, object_pairs_hook=_pairs_hook, parse_constant=_reject_constant, parse_int=_parse_int)
+        obj = decode_header_json(text)
     except (ValueError, RecursionError) as e:
         c.problem("invalid_json", f"header is not valid JSON: {e}")
         return

@@ -10,7 +10,7 @@ import gc
 import json
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Mapping
 
 from ..errors import (
     HeaderTooLarge,
@@ -348,16 +348,30 @@ def parse_header(header: bytes | bytearray | memoryview, file_size: int) -> Head
             gc.enable()
 
 
+def decode_header_json(text: str) -> Any:
+    """Parse header JSON the way serde_json reads it (``json.loads`` plus hooks).
+
+    Objects come back as dicts with a ``duplicates`` list (keys seen more than once) and
+    ``replaced`` (the values those later keys replaced).  Raises ValueError (or
+    RecursionError) for JSON serde would reject: NaN/Infinity, ``-0``, numbers out of f64
+    range, nesting of 128 levels or more.  Shared by the strict parser and ``validate``.
+    """
+    return json.loads(
+        text,
+        object_pairs_hook=_pairs_hook,
+        parse_constant=_reject_constant,
+        parse_int=_parse_int,
+        parse_float=_parse_float,
+    )
+
+
+has_lone_surrogate = _has_lone_surrogate
+
+
 def _careful_header(text: str, n: int, file_size: int) -> Header:
     """Hooked parse that reproduces upstream's error for every malformed header."""
     try:
-        raw = json.loads(
-            text,
-            object_pairs_hook=_pairs_hook,
-            parse_constant=_reject_constant,
-            parse_int=_parse_int,
-            parse_float=_parse_float,
-        )
+        raw = decode_header_json(text)
     except RecursionError:
         raise _json_error("recursion limit exceeded") from None
     except ValueError as e:
