@@ -89,6 +89,6 @@ def load(adapter: ModuleType, data: Any, device: Any = "cpu") -> dict[str, Any]:
     return {raw.name: adapter.from_raw(raw, dev) for raw in open_bytes(data).raw_all()}
 
 
-def load_file(framework: str, filename: Any, device: Any = "cpu", backend: str = "mmap") -> dict[str, Any]:
+def load_file(framework: str, filename: Any, device: Any = "cpu", backend: str | None = None) -> dict[str, Any]:
     with safe_open(filename, framework=framework, device=device, backend=backend) as f:
         return f.get_tensors()

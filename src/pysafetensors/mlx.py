@@ -38,6 +38,6 @@ def load(data: bytes) -> dict[str, Any]:
     return _face.load(_adapter, data)
 
 
-def load_file(filename: str | os.PathLike[str], *, backend: str = "mmap") -> dict[str, Any]:
+def load_file(filename: str | os.PathLike[str], *, backend: str | None = None) -> dict[str, Any]:
     """Load every tensor of a file as mlx arrays, in file order."""
     return _face.load_file("mlx", filename, backend=backend)

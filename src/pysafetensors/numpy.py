@@ -51,7 +51,7 @@ def load(data: bytes) -> dict[str, np.ndarray]:
 
 
 def load_file(
-    filename: str | os.PathLike[str], *, backend: str = "mmap", threads: int | None = None
+    filename: str | os.PathLike[str], *, backend: str | None = None, threads: int | None = None
 ) -> dict[str, np.ndarray]:
     """Load every array of a file, in file order (``threads``: parallel pread reads)."""
     with safe_open(filename, framework="np", backend=backend) as f:

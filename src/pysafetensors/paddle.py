@@ -40,6 +40,6 @@ def load(data: bytes, device: Any = "cpu") -> dict[str, Any]:
     return _face.load(_adapter, data, device)
 
 
-def load_file(filename: str | os.PathLike[str], device: Any = "cpu", *, backend: str = "mmap") -> dict[str, Any]:
+def load_file(filename: str | os.PathLike[str], device: Any = "cpu", *, backend: str | None = None) -> dict[str, Any]:
     """Load every tensor of a file as paddle tensors on ``device``, in file order."""
     return _face.load_file("paddle", filename, device, backend)

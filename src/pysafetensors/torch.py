@@ -258,7 +258,7 @@ def load(data: bytes) -> dict[str, Any]:
 
 
 def load_file(
-    filename: str | os.PathLike[str], device: Any = "cpu", *, backend: str = "mmap", threads: int | None = None
+    filename: str | os.PathLike[str], device: Any = "cpu", *, backend: str | None = None, threads: int | None = None
 ) -> dict[str, Any]:
     """Load every tensor of a file onto ``device``, in file order.
     ``threads``: parallel reads for ``backend="pread"`` and CUDA staging (default: CPUs available)."""
@@ -267,7 +267,7 @@ def load_file(
 
 
 def load_model(
-    model: Any, filename: str | os.PathLike[str], strict: bool = True, device: Any = "cpu", *, backend: str = "mmap"
+    model: Any, filename: str | os.PathLike[str], strict: bool = True, device: Any = "cpu", *, backend: str | None = None
 ) -> tuple[list[str], list[str]]:
     """Load a file into a module, restoring tied weights; returns (missing, unexpected)."""
     parse_device(device)
