@@ -8,5 +8,5 @@ import pytest
 
 
 @pytest.fixture
-def tmp_file(tmp_path: "os.PathLike[str]") -> str:
+def tmp_file(tmp_path: os.PathLike[str]) -> str:
     return os.path.join(os.fspath(tmp_path), "t.safetensors")

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import ctypes
 import os
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
-from .errors import SerializeError, UnsupportedValue
+from .errors import SerializeError, UnknownDtype, UnsupportedValue
 from .format.dtypes import DType, by_code, by_spec_name
 from .handle import open_bytes
 from .writer import WriteItem, write_bytes, write_file
@@ -21,7 +22,7 @@ class TensorSpec:
     stay alive until the serialize call returns.
     """
 
-    __slots__ = ("_dtype", "_shape", "_data_ptr", "_data_len")
+    __slots__ = ("_data_len", "_data_ptr", "_dtype", "_shape")
 
     def __init__(self, *, dtype: str, shape: Sequence[int], data_ptr: int, data_len: int) -> None:
         d = by_spec_name(dtype)
@@ -99,7 +100,7 @@ def _item(name: Any, value: Any) -> WriteItem:
         code = value["dtype"]
         try:
             dtype = by_code(code)
-        except Exception:
+        except UnknownDtype:
             dtype = by_spec_name(code)
         data = value["data"]
         return WriteItem(name, dtype, tuple(int(d) for d in value["shape"]), lambda: data)

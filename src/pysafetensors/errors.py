@@ -52,10 +52,10 @@ class HeaderError(SafetensorError):
         super().__init__(message, reason=reason, detail=detail, **context)
 
     @classmethod
-    def make(cls, reason: str, detail: str | None = None, **context: Any) -> "HeaderError":
+    def make(cls, reason: str, detail: str | None = None, **context: Any) -> HeaderError:
         return cls(reason=reason, detail=detail, prefix=HEADER_PREFIX, **context)
 
-    def with_prefix(self, prefix: str) -> "HeaderError":
+    def with_prefix(self, prefix: str) -> HeaderError:
         """The same error, worded for another entry point (``deserialize`` uses its own prefix)."""
         context = {k: v for k, v in self.__dict__.items() if k not in ("reason", "detail")}
         return type(self)(reason=self.reason, detail=self.detail, prefix=prefix, **context)
@@ -232,8 +232,10 @@ class MissingBackend(MissingDependency):
         super().__init__(module, extra)
         self.scheme = scheme
         self.args = (
-            f"{scheme}:// URLs need the fsspec backend {module}: pip install {module} "
-            f"(fsspec itself comes with pip install 'pysafetensors[{extra}]')",
+            (
+                f"{scheme}:// URLs need the fsspec backend {module}: pip install {module} "
+                f"(fsspec itself comes with pip install 'pysafetensors[{extra}]')"
+            ),
         )
 
     def __str__(self) -> str:

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import contextlib
 import os
+from collections.abc import Mapping
 from types import TracebackType
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any
 
 from ._adapters import load_adapter
 from ._device import parse_device
@@ -14,6 +15,9 @@ from .io.fstype import default_backend
 from .io.sources import BACKENDS, MemorySource
 from .reader import SafeFile
 from .sharded import open_file
+
+if TYPE_CHECKING:
+    from typing_extensions import Self
 
 
 def _check_backend(backend: Any) -> str:
@@ -24,7 +28,7 @@ def _check_backend(backend: Any) -> str:
     return str(backend)
 
 
-class safe_open:  # noqa: N801 - upstream's name
+class safe_open:
     """Open a safetensors file lazily; tensors are read only when asked for.
 
     Args:
@@ -63,7 +67,7 @@ class safe_open:  # noqa: N801 - upstream's name
         self._file: Any = open_file(filename, self._backend, storage_options)
 
     @classmethod
-    def _from_file(cls, file: SafeFile, framework: str, device: Any = "cpu") -> "safe_open":
+    def _from_file(cls, file: SafeFile, framework: str, device: Any = "cpu") -> safe_open:
         self = cls.__new__(cls)
         self._adapter = load_adapter(framework)
         self._framework = framework
@@ -74,7 +78,7 @@ class safe_open:  # noqa: N801 - upstream's name
         return self
 
     # --- context manager ------------------------------------------------------------------
-    def __enter__(self) -> "safe_open":
+    def __enter__(self) -> Self:
         self._file.check_open()
         return self
 
@@ -133,7 +137,7 @@ class safe_open:  # noqa: N801 - upstream's name
             return load_to_device(self._file, str(self._device), threads=threads)
         return {raw.name: self._adapter.from_raw(raw, self._device) for raw in self._file.raw_all(threads)}
 
-    def get_slice(self, name: str) -> "SafeSlice":
+    def get_slice(self, name: str) -> SafeSlice:
         """A lazy view of ``name``: index it to read only the bytes the index needs."""
         self._file.info(name)
         return SafeSlice(self, name)
@@ -174,7 +178,7 @@ class SafeSlice:
         return f"<SafeSlice {self._name!r} {self.get_dtype()} {self.get_shape()}>"
 
 
-def _safe_open_handle(file_object: Any, framework: str, device: Any = "cpu") -> "safe_open":
+def _safe_open_handle(file_object: Any, framework: str, device: Any = "cpu") -> safe_open:
     """safe_open over an already open binary file object (or bytes)."""
     return safe_open(file_object, framework, device)
 
@@ -187,4 +191,4 @@ def open_bytes(data: Any) -> SafeFile:
         raise e.with_prefix(BYTES_PREFIX) from None
 
 
-__all__ = ["SafeSlice", "open_bytes", "safe_open", "_safe_open_handle"]
+__all__ = ["SafeSlice", "_safe_open_handle", "open_bytes", "safe_open"]

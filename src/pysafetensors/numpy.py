@@ -10,16 +10,17 @@ the file; ``backend="pread"`` gives writable arrays in fresh memory.
 from __future__ import annotations
 
 import os
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 
-from ._api import TensorSpec, deserialize, serialize, serialize_file  # noqa: F401 - upstream's module has them
 from ._adapters.numpy import to_numpy, to_write_item
+from ._api import TensorSpec, deserialize, serialize, serialize_file  # noqa: F401 - upstream's module has them
 from .handle import open_bytes, safe_open
 from .writer import write_bytes, write_file
 
-__all__ = ["save", "save_file", "save_sharded", "load", "load_file"]
+__all__ = ["load", "load_file", "save", "save_file", "save_sharded"]
 
 
 def _items(tensor_dict: Mapping[str, np.ndarray]) -> list[Any]:

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from .errors import FileClosed, HeaderError, TensorNotFound, UnsupportedShape
+from .errors import FileClosed, TensorNotFound, UnsupportedShape
 from .format.dtypes import DType
 from .format.header import HEADER_CAP, N_LEN, Header, TensorInfo, parse_header, parse_header_length
 from .format.slicing import SlicePlan

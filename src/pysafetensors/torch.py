@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import os
 from collections import defaultdict
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
-from ._api import TensorSpec, deserialize, serialize, serialize_file  # noqa: F401 - upstream's module has them
 from ._adapters.torch import dtype_of, to_torch, to_write_item
+from ._api import TensorSpec, deserialize, serialize, serialize_file  # noqa: F401 - upstream's module has them
 from ._device import parse_device
 from ._optional import require
 from .handle import open_bytes, safe_open
@@ -21,13 +22,13 @@ from .writer import write_bytes, write_file
 torch = require("torch", "torch")
 
 __all__ = [
-    "save",
-    "save_file",
     "load",
     "load_file",
+    "load_model",
+    "save",
+    "save_file",
     "save_model",
     "save_sharded",
-    "load_model",
     "storage_ptr",
     "storage_size",
 ]
@@ -44,7 +45,7 @@ def storage_ptr(tensor: Any) -> int:
     """Address of the tensor's storage (0 for meta tensors)."""
     try:
         return tensor.untyped_storage().data_ptr()
-    except Exception:
+    except Exception:  # noqa: BLE001 - upstream's fallback for old torch and odd tensor types
         try:
             return tensor.storage().data_ptr()
         except NotImplementedError:
@@ -93,7 +94,7 @@ def _find_shared_tensors(state_dict: Mapping[str, Any]) -> list[set[str]]:
     for k, v in state_dict.items():
         if v.device != torch.device("meta") and storage_ptr(v) != 0 and storage_size(v) != 0:
             groups[(v.device, storage_ptr(v), storage_size(v))].add(k)
-    return _filter_shared_not_shared(list(sorted(groups.values())), state_dict)
+    return _filter_shared_not_shared(sorted(groups.values()), state_dict)
 
 
 def _is_complete(tensor: Any) -> bool:
@@ -120,14 +121,14 @@ def _remove_duplicate_names(
                 " https://huggingface.co/docs/safetensors/torch_shared_tensors for more information. Or open an"
                 " issue."
             )
-        keep = sorted(complete)[0]
+        keep = min(complete)
         not_discarded = complete - discard
         if not_discarded:
-            keep = sorted(not_discarded)[0]
+            keep = min(not_discarded)
         if preferred:
             chosen = preferred & complete
             if chosen:
-                keep = sorted(chosen)[0]
+                keep = min(chosen)
         for name in sorted(shared):
             if name != keep:
                 to_remove[keep].append(name)
@@ -139,11 +140,11 @@ def _remove_duplicate_names(
 
 def _evaluate_tensors_for_save(tensors: Any) -> None:
     if not isinstance(tensors, dict):
-        raise ValueError(f"Expected a dict of [str, torch.Tensor] but received {type(tensors)}")
+        raise ValueError(f"Expected a dict of [str, torch.Tensor] but received {type(tensors)}")  # noqa: TRY004 - upstream's type
     sparse = []
     for k, v in tensors.items():
         if not isinstance(v, torch.Tensor):
-            raise ValueError(f"Key `{k}` is invalid, expected torch.Tensor but received {type(v)}")
+            raise ValueError(f"Key `{k}` is invalid, expected torch.Tensor but received {type(v)}")  # noqa: TRY004 - upstream's type
         if v.layout != torch.strided:
             sparse.append(k)
     if sparse:

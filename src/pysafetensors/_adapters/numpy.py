@@ -10,7 +10,7 @@ F4 puts the first element in the low nibble (as torch's float4_e2m1fn_x2 does) a
 from __future__ import annotations
 
 import importlib
-from functools import lru_cache
+from functools import cache
 from typing import Any
 
 import numpy as np
@@ -27,7 +27,7 @@ _MAX_NDIM = 64 if int(np.__version__.split(".")[0]) >= 2 else 32  # numpy's NPY_
 NAME = "numpy"
 
 
-@lru_cache(maxsize=None)
+@cache
 def numpy_dtype(dtype: DType) -> np.dtype:
     """The numpy dtype (little-endian) a format dtype is read as."""
     module, _, attr = dtype.numpy.partition(":")
@@ -35,7 +35,7 @@ def numpy_dtype(dtype: DType) -> np.dtype:
     return np.dtype(np_type).newbyteorder("<") if dtype.itemsize > 1 else np.dtype(np_type)
 
 
-@lru_cache(maxsize=None)
+@cache
 def _reverse() -> dict[np.dtype, DType]:
     table: dict[np.dtype, DType] = {}
     for d in all_dtypes():

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import warnings
-from functools import lru_cache
+from functools import cache
 from typing import Any
 
 from .._device import Device
@@ -18,7 +18,7 @@ NAME = "torch"
 torch = require("torch", "torch")
 
 
-@lru_cache(maxsize=None)
+@cache
 def torch_dtype(dtype: DType) -> Any:
     attr = dtype.torch
     tdt = getattr(torch, attr, None) if attr else None
@@ -29,7 +29,7 @@ def torch_dtype(dtype: DType) -> Any:
     return tdt
 
 
-@lru_cache(maxsize=None)
+@cache
 def _reverse() -> dict[Any, DType]:
     out = {}
     for d in all_dtypes():

@@ -9,8 +9,9 @@ from __future__ import annotations
 import gc
 import json
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 from ..errors import (
     HeaderTooLarge,
