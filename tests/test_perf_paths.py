@@ -329,8 +329,7 @@ def test_mmap_source_reads_through_its_descriptor(tmp_path: Any) -> None:
 
 def test_cuda_get_tensors_routes_through_staging(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     pytest.importorskip("torch")
-    import pysafetensors.staging as staging
-    from pysafetensors import safe_open
+    from pysafetensors import safe_open, staging
 
     path = os.path.join(tmp_path, "c.safetensors")
     upstream_np.save_file({"x": np.zeros(3, np.float32)}, path)
