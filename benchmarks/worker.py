@@ -28,7 +28,7 @@ def _impl(name: str) -> Any:
         assert mod.__file__ and mod.__file__.startswith(SRC), mod.__file__
         if name == "ours_nosync":
             # Diagnostic only: ours without the fsync upstream does not do, to show its cost.
-            import pysafetensors.io.sinks as sinks
+            from pysafetensors.io import sinks
 
             sinks.os = type("os_nosync", (), {**vars(os), "fsync": staticmethod(lambda fd: None)})  # type: ignore[assignment]
         return mod

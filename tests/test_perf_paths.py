@@ -325,3 +325,21 @@ def test_mmap_source_reads_through_its_descriptor(tmp_path: Any) -> None:
     assert bytes(view) == bytes(buf)  # views outlive the handle
     with pytest.raises(Exception, match="closed"):
         src.read_into(0, memoryview(bytearray(8)))
+
+
+def test_cuda_get_tensors_routes_through_staging(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("torch")
+    from pysafetensors import safe_open, staging
+
+    path = os.path.join(tmp_path, "c.safetensors")
+    upstream_np.save_file({"x": np.zeros(3, np.float32)}, path)
+    calls: list[tuple[str, Any]] = []
+
+    def fake(file: Any, device: str, *, threads: Any = None) -> dict[str, Any]:
+        calls.append((device, threads))
+        return {"routed": file.names()}
+
+    monkeypatch.setattr(staging, "load_to_device", fake)
+    with safe_open(path, framework="pt", device="cuda:1") as f:
+        assert f.get_tensors(threads=3) == {"routed": ["x"]}
+    assert calls == [("cuda:1", 3)]

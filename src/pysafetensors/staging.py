@@ -50,6 +50,9 @@ DEFAULT = StagingConfig(
 )
 
 
+_CUDA_HOST_REGISTER_READ_ONLY = 0x08  # cudaHostRegisterReadOnly (CUDA >= 11.1)
+
+
 class _SyncOps:
     """CPU destination: copies complete at once, nothing to wait for."""
 
@@ -122,9 +125,8 @@ def load_to_device(
         safe.check_open()
         tensors = safe.header.tensors
         dests = [torch.empty(t.nbytes, dtype=torch.uint8, device=dev) for t in tensors]
-        if cfg.register_host and is_cuda and _register_and_copy(safe, dests, ops):
-            pass
-        else:
+        registered = cfg.register_host and is_cuda and _register_and_copy(safe, dests, ops)
+        if not registered:
             _staged_copy(safe, dests, ops, cfg, pin, threads)
         ops.finish()
         return {
@@ -178,8 +180,14 @@ def _register_and_copy(safe: SafeFile, dests: list[Any], ops: _CudaOps) -> bool:
     size = len(m)
     address = ctypes.addressof(ctypes.c_char.from_buffer(m))
     cudart = torch.cuda.cudart()
-    err = cudart.cudaHostRegister(address, size, 0)
-    if int(getattr(err, "value", err)) != 0:
+    # ReadOnly: the map is copy-on-write, and a writable registration would make the driver
+    # break COW on every page (a private copy of the whole file).  Fall back to default flags
+    # on drivers without it.
+    for flags in (_CUDA_HOST_REGISTER_READ_ONLY, 0):
+        err = cudart.cudaHostRegister(address, size, flags)
+        if int(getattr(err, "value", err)) == 0:
+            break
+    else:
         return False
     try:
         whole = torch.frombuffer(m, dtype=torch.uint8)

@@ -33,7 +33,7 @@ _U64 = 1 << 64
 METADATA_KEY = "__metadata__"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class TensorInfo:
     """One header entry: where a tensor's bytes are and how to read them."""
 
@@ -433,8 +433,7 @@ def _fast_header(text: str, n: int, file_size: int) -> Header | None:
     tensors: list[TensorInfo] = []
     append = tensors.append
     get_dtype = BY_CODE.get
-    new = object.__new__
-    setattr_ = object.__setattr__
+    make = TensorInfo
     expected = 0
     for name, value in raw.items():
         if name == METADATA_KEY:
@@ -467,10 +466,7 @@ def _fast_header(text: str, n: int, file_size: int) -> Header | None:
         if nbits >= _U64 or nbits & 7 or end - begin != nbits >> 3 or end >= _U64:
             return None
         expected = end
-        # Bypass the frozen dataclass __init__ (five object.__setattr__ calls): same object.
-        info = new(TensorInfo)
-        setattr_(info, "__dict__", {"name": name, "dtype": dtype, "shape": tuple(shape), "begin": begin, "end": end})
-        append(info)
+        append(make(name, dtype, tuple(shape), begin, end))
     if expected + N_LEN + n != file_size:
         return None
     # Duplicate keys anywhere (top level, inside an entry, in the metadata) are invisible

@@ -10,7 +10,7 @@ import socket
 import stat
 from collections.abc import Sequence
 from types import TracebackType
-from typing import Any, Protocol
+from typing import Protocol
 
 from ..errors import WriteError
 
@@ -64,36 +64,6 @@ def _writev_all(fd: int, buffers: Sequence[Buffer], name: str) -> int:
                 views[0] = views[0][n:]
                 n = 0
     return total
-
-
-_WRITEBACK_STEP = 32 << 20
-_SYNC_FILE_RANGE_WRITE = 2
-_sync_file_range: Any = None
-
-
-def _start_writeback(fd: int, offset: int, length: int) -> bool:
-    """Ask the kernel to start writing a range to disk now (Linux ``sync_file_range``).
-
-    Saves end with an fsync; starting writeback while later tensors are still being copied
-    overlaps the disk with the copying, so the final fsync has little left to wait for.
-    Returns False where unsupported (the fsync alone then does the work).
-    """
-    global _sync_file_range
-    if _sync_file_range is None:
-        try:
-            import ctypes
-            import ctypes.util
-
-            libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
-            fn = libc.sync_file_range
-            fn.argtypes = [ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint]
-            fn.restype = ctypes.c_int
-            _sync_file_range = fn
-        except (OSError, AttributeError):
-            _sync_file_range = False
-    if not _sync_file_range:
-        return False
-    return bool(_sync_file_range(fd, offset, length, _SYNC_FILE_RANGE_WRITE) == 0)
 
 
 def _writer_tag() -> str:
@@ -175,15 +145,11 @@ class AtomicFileSink:
             os.fchmod(self._fd, mode)
         except OSError:
             pass  # no existing file: the umask-derived mode stands
-        self._written = 0  # bytes appended by write()
-        self._kicked = 0  # bytes already handed to early writeback
-        self._early_writeback = True
 
     def write(self, buffers: Sequence[Buffer]) -> None:
-        self._written += _writev_all(self._fd, buffers, self.path)
-        if self._early_writeback and self._written - self._kicked >= _WRITEBACK_STEP:
-            self._early_writeback = _start_writeback(self._fd, self._kicked, self._written - self._kicked)
-            self._kicked = self._written
+        # No early writeback (sync_file_range) here: it was measured slower (it submits the
+        # I/O in this thread, where the kernel's flusher threads otherwise do it).
+        _writev_all(self._fd, buffers, self.path)
 
     def pwrite(self, buffer: Buffer, offset: int) -> None:
         view = memoryview(buffer).cast("B")

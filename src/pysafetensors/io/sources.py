@@ -95,12 +95,13 @@ class MmapSource:
 
     def advise(self, offset: int, length: int, advice: int) -> None:
         """Pass an madvise hint for a byte range (ignored where unsupported)."""
-        if self._map is None or not hasattr(self._map, "madvise") or length <= 0:
+        m = self._map  # one read: a concurrent close() may set it to None at any moment
+        if m is None or not hasattr(m, "madvise") or length <= 0:
             return
         page = mmap.PAGESIZE
         start = offset - offset % page
         try:
-            self._map.madvise(advice, start, min(length + offset - start, self.size - start))
+            m.madvise(advice, start, min(length + offset - start, self.size - start))
         except (OSError, ValueError):
             pass
 
