@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import warnings
 from functools import cache
 from typing import Any
 
@@ -82,10 +81,11 @@ def to_torch(raw: RawTensor) -> Any:
         # Caller-owned immutable bytes: torch tensors are always writable, so copy once
         # rather than let a write mutate a bytes object.
         data = bytearray(raw.data)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", UserWarning)
-        flat = torch.frombuffer(data, dtype=torch.uint8)
-    return flat.view(tdt).reshape(shape)
+    # ``data`` is writable here (a copy-on-write map, a fresh buffer or the copy above), so
+    # torch.frombuffer has nothing to warn about and shares the memory.
+    if raw.dtype.code == "F4":  # frombuffer has no sub-byte element size: go through bytes
+        return torch.frombuffer(data, dtype=torch.uint8).view(tdt).reshape(shape)
+    return torch.frombuffer(data, dtype=tdt).reshape(shape)
 
 
 def from_raw(raw: RawTensor, device: Device) -> Any:
