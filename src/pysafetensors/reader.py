@@ -10,6 +10,7 @@ import os
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 from .errors import FileClosed, TensorNotFound, UnsupportedShape
@@ -130,13 +131,17 @@ class SafeFile:
         except BaseException:
             source.close()
             raise
-        self._by_name = self.header.by_name()
         self._zero_copy = supports_view(source)
         self._writable_views = not getattr(source, "readonly", False)
         self._closed = False
         self._lock = threading.Lock()
 
     # --- header facts -----------------------------------------------------------------
+    @cached_property
+    def _by_name(self) -> dict[str, TensorInfo]:
+        # Built on first lookup: opening for keys()/metadata() never pays for it.
+        return self.header.by_name()
+
     @property
     def metadata(self) -> dict[str, str] | None:
         return None if self.header.metadata is None else dict(self.header.metadata)

@@ -11,7 +11,8 @@ import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from math import prod
+from typing import Any, NamedTuple
 
 from ..errors import (
     HeaderTooLarge,
@@ -33,9 +34,12 @@ _U64 = 1 << 64
 METADATA_KEY = "__metadata__"
 
 
-@dataclass(frozen=True, slots=True)
-class TensorInfo:
-    """One header entry: where a tensor's bytes are and how to read them."""
+class TensorInfo(NamedTuple):
+    """One header entry: where a tensor's bytes are and how to read them.
+
+    A NamedTuple (immutable) rather than a dataclass: the fast header path builds one per
+    tensor with ``tuple.__new__``, which is what makes 100,000-tensor headers cheap to open.
+    """
 
     name: str
     dtype: DType
@@ -421,7 +425,7 @@ def _fast_header(text: str, n: int, file_size: int) -> Header | None:
     offset mismatch); the careful path then re-parses and reports the exact error.  The
     hooks cost ~5 Python calls per tensor, which dominated opening 100,000-tensor files.
     """
-    if "-0" in text or "NaN" in text or "Infinity" in text or "\\u" in text:
+    if "-0" in text or "NaN" in text or "Infinity" in text or "\\u" in text or "true" in text or "false" in text:
         return None
     try:
         raw = json.loads(text)
@@ -433,7 +437,7 @@ def _fast_header(text: str, n: int, file_size: int) -> Header | None:
     tensors: list[TensorInfo] = []
     append = tensors.append
     get_dtype = BY_CODE.get
-    make = TensorInfo
+    make = tuple.__new__
     expected = 0
     for name, value in raw.items():
         if name == METADATA_KEY:
@@ -457,16 +461,24 @@ def _fast_header(text: str, n: int, file_size: int) -> Header | None:
         begin, end = offsets
         if begin != expected or type(begin) is not int or type(end) is not int:
             return None
-        nelements = 1
-        for d in shape:
-            if type(d) is not int or d < 0:
-                return None
-            nelements *= d
+        # math.prod runs in C.  A float makes the product a float, a string or list a sequence
+        # (repetition) or a TypeError, so only an int product means all-int dims; "true" and
+        # "false" (bools are ints) were ruled out on the whole text above.
+        # A zero product may hide an overflowing product of the dims before the first 0,
+        # which upstream rejects: leave those to the careful path.
+        try:
+            nelements = prod(shape)
+        except TypeError:
+            return None
+        if type(nelements) is not int or (shape and min(shape) < 0):
+            return None
+        if nelements == 0 and prod(shape[: shape.index(0)]) >= _U64:
+            return None
         nbits = nelements * dtype.bits
         if nbits >= _U64 or nbits & 7 or end - begin != nbits >> 3 or end >= _U64:
             return None
         expected = end
-        append(make(name, dtype, tuple(shape), begin, end))
+        append(make(TensorInfo, (name, dtype, tuple(shape), begin, end)))
     if expected + N_LEN + n != file_size:
         return None
     # Duplicate keys anywhere (top level, inside an entry, in the metadata) are invisible
@@ -475,7 +487,7 @@ def _fast_header(text: str, n: int, file_size: int) -> Header | None:
     # inside names and metadata strings; codes and numbers have none): a mismatch means a
     # member was replaced, and the careful path reports what serde would.
     members = len(raw) + 3 * len(tensors) + (len(metadata) if metadata else 0)
-    in_strings = sum(t.name.count(":") for t in tensors)
+    in_strings = "".join(raw).count(":")  # every key: the names (and "__metadata__")
     if metadata:
         in_strings += sum(k.count(":") + v.count(":") for k, v in metadata.items())
     if text.count(":") != members + in_strings:
