@@ -9,9 +9,8 @@ import mmap
 import os
 import threading
 from collections.abc import Iterator
-from dataclasses import dataclass
 from functools import cached_property
-from typing import Any
+from typing import Any, NamedTuple
 
 from .errors import FileClosed, TensorNotFound, UnsupportedShape
 from .format.dtypes import DType
@@ -34,6 +33,8 @@ _MAX_DIM = (1 << 63) - 1
 def check_representable(name: str, shape: tuple[int, ...]) -> None:
     """Refuse a shape no 64-bit array library can represent (adapters call this before building
     an array: the format allows e.g. ``[2**64 - 1, 0]``, numpy and torch do not)."""
+    if not shape or max(shape) <= _MAX_DIM:  # the common case, in C
+        return
     for axis, d in enumerate(shape):
         if d > _MAX_DIM:
             raise UnsupportedShape(
@@ -44,12 +45,12 @@ def check_representable(name: str, shape: tuple[int, ...]) -> None:
             )
 
 
-@dataclass(frozen=True)
-class RawTensor:
+class RawTensor(NamedTuple):
     """A tensor's bytes (little-endian, C order, sub-byte dtypes packed) and how to read them.
 
     ``shared`` is True when ``data`` views the source itself (a map or caller's bytes) rather
     than a fresh buffer; ``writable`` says whether writing through ``data`` is allowed.
+    (A NamedTuple: one is made per tensor on every load, and tuples are the cheapest.)
     """
 
     name: str

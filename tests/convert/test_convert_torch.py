@@ -232,16 +232,28 @@ def test_user_metadata_and_refusing_to_overwrite_source(tmp_path):
 def test_verification_catches_a_corrupted_write(tmp_path, monkeypatch):
     from pysafetensors.convert import api
 
-    real_write = api.write_file
+    real_open_writer = api.open_writer
 
-    def corrupting_write(items, path, metadata=None):
-        real_write(items, path, metadata=metadata)
-        target = Path(path)
-        data = bytearray(target.read_bytes())
-        data[-1] ^= 0xFF  # flip the last data byte
-        target.write_bytes(bytes(data))
+    class CorruptingWriter:
+        """The real incremental writer, then one flipped data byte once the file is in place."""
 
-    monkeypatch.setattr(api, "write_file", corrupting_write)
+        def __init__(self, path, *args, **kwargs):
+            self.path = Path(path)
+            self.inner = real_open_writer(path, *args, **kwargs)
+
+        def write(self, name, data):
+            self.inner.write(name, data)
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            self.inner.__exit__(*exc)
+            data = bytearray(self.path.read_bytes())
+            data[-1] ^= 0xFF  # flip the last data byte
+            self.path.write_bytes(bytes(data))
+
+    monkeypatch.setattr(api, "open_writer", CorruptingWriter)
     src = save({"w": torch.randn(8)}, tmp_path / "w.pt")
     with pytest.raises(VerificationFailed, match="differ") as info:
         convert_file(src, tmp_path / "w.safetensors")

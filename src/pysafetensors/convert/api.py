@@ -13,7 +13,7 @@ import numpy as np
 from ..errors import ConversionError, CorruptCheckpoint, InvalidMetadata, UnsupportedCheckpoint, VerificationFailed
 from ..io.sources import open_source
 from ..reader import SafeFile
-from ..writer import WriteItem, write_file
+from ..writer import open_writer
 from .checkpoint import Checkpoint, Unconvertible
 from .numpy_files import load_npy, load_npz
 from .torch_legacy import load_torch_legacy
@@ -157,8 +157,12 @@ def convert_file(
                 tensor_bytes=report.tensor_bytes,
                 source_bytes=report.source_bytes,
             )
-        items = [WriteItem(name, t.dtype, t.out_shape, t.read) for name, t in kept.items()]
-        write_file(items, dst, metadata=out_meta or None)
+        # The incremental writer: the header goes out first, then each tensor is rebuilt
+        # from its storage and written at its planned offset, one tensor in memory at a time.
+        declared = {name: (t.dtype, t.out_shape) for name, t in kept.items()}
+        with open_writer(dst, declared, out_meta or None) as writer:
+            for name, t in kept.items():
+                writer.write(name, t.read())
         if verify:
             _verify(kept, out_meta, report)
     return report
