@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import gc
 import json
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from math import prod
@@ -27,6 +26,7 @@ from ..errors import (
     ValidationOverflow,
 )
 from .dtypes import BY_CODE, CODES, DType
+from .json_compat import SURROGATE_ESCAPE, JsonObject, decode_header_json, has_lone_surrogate
 
 HEADER_CAP = 100_000_000
 N_LEN = 8
@@ -103,154 +103,6 @@ def parse_header_length(prefix: bytes, file_size: int) -> int:
     return n
 
 
-# serde_json refuses to nest arrays/objects 128 deep (the top-level object counts as 1).
-SERDE_DEPTH_LIMIT = 128
-# A \u escape of a UTF-16 surrogate: the only way a lone surrogate can reach a JSON string.
-_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
-
-
-class _Object(dict):  # type: ignore[type-arg]
-    """A JSON object that remembers duplicate keys (and the values they replaced) and its depth.
-
-    The class attributes are the common case, so most objects never set instance attributes.
-    """
-
-    duplicates: tuple[str, ...] | list[str] = ()
-    replaced: tuple[Any, ...] | list[Any] = ()
-    depth: int = 1
-
-
-def _depth(value: Any) -> int:
-    """Nesting depth of a parsed value (0 for scalars), computed only up to the serde limit."""
-    if type(value) is _Object:
-        return value.depth
-    if type(value) is list:
-        deepest = 0
-        for item in value:
-            if type(item) is list or type(item) is _Object:
-                deepest = max(deepest, _depth(item))
-                if deepest >= SERDE_DEPTH_LIMIT:
-                    break
-        return deepest + 1
-    return 0
-
-
-def _pairs_hook(pairs: list[tuple[str, Any]]) -> _Object:
-    obj = _Object(pairs)
-    if len(obj) != len(pairs):
-        seen: dict[str, Any] = {}
-        duplicates, replaced = [], []
-        for key, value in pairs:
-            if key in seen:
-                duplicates.append(key)
-                replaced.append(seen[key])
-            seen[key] = value
-        obj.duplicates, obj.replaced = duplicates, replaced
-    deepest = 0
-    for value in pairs:
-        v = value[1]
-        if type(v) is list or type(v) is _Object:
-            deepest = max(deepest, _depth(v))
-    if deepest:
-        obj.depth = deepest + 1
-        if deepest + 1 >= SERDE_DEPTH_LIMIT:
-            raise ValueError("recursion limit exceeded")
-    return obj
-
-
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"expected value, found {name}")
-
-
-# serde_json (without float_roundtrip) builds numbers as f64 from a u64 significand and a
-# power of ten, and refuses any number whose value is infinite ("number out of range").
-_POW10 = [float(f"1e{i}") for i in range(309)]
-_U64_MAX = (1 << 64) - 1
-_NUMBER = re.compile(r"(-?)(0|[1-9][0-9]*)(?:\.([0-9]+))?(?:[eE]([-+]?)([0-9]+))?")
-
-
-def _serde_number_in_range(text: str) -> bool:
-    """Whether serde_json parses the JSON number ``text`` without NumberOutOfRange."""
-    m = _NUMBER.fullmatch(text)
-    if m is None:  # not reachable from json.loads; be strict
-        return False
-    _, int_digits, frac_digits, exp_sign, exp_digits = m.groups()
-    significand = 0
-    exponent = 0
-    overflowed = False
-    for c in int_digits:
-        if overflowed:
-            exponent += 1  # parse_long_integer: extra digits only scale
-        elif significand > (_U64_MAX - int(c)) // 10:
-            overflowed = True
-            exponent += 1
-        else:
-            significand = significand * 10 + int(c)
-    if frac_digits is not None:
-        for c in frac_digits:
-            if significand > (_U64_MAX - int(c)) // 10:
-                break  # parse_decimal_overflow: further digits are ignored
-            significand = significand * 10 + int(c)
-            exponent -= 1
-    if exp_digits is not None:
-        e_text = exp_digits.lstrip("0") or "0"
-        if len(e_text) > 10 or int(e_text) > 2**31 - 1:
-            return significand == 0 or exp_sign == "-"  # parse_exponent_overflow
-        e = int(e_text)
-        exponent = exponent - e if exp_sign == "-" else exponent + e
-        exponent = max(-(2**31), min(2**31 - 1, exponent))  # saturating
-    f = float(significand)
-    while True:
-        if abs(exponent) <= 308:
-            if exponent >= 0:
-                return f * _POW10[exponent] != float("inf")
-            return True
-        if f == 0.0:
-            return True
-        if exponent >= 0:
-            return False
-        f /= 1e308
-        exponent += 308
-
-
-def _parse_int(text: str) -> Any:
-    # serde_json reads "-0" as the float -0.0, which is not a valid usize.
-    if text == "-0":
-        return -0.0
-    # Past 20 digits serde_json falls back to f64, refusing values that overflow it.
-    if len(text) > 20 and not _serde_number_in_range(text):
-        raise ValueError("number out of range")
-    try:
-        return int(text)
-    except ValueError:  # more digits than int() accepts; the f64 check above passed
-        return float(text)
-
-
-def _parse_float(text: str) -> float:
-    if not _serde_number_in_range(text):
-        raise ValueError("number out of range")
-    return float(text)
-
-
-def _has_lone_surrogate(value: Any) -> bool:
-    """Whether any string (key or value) in a parsed JSON value is not encodable UTF-8."""
-    stack = [value]
-    while stack:
-        v = stack.pop()
-        if isinstance(v, str):
-            try:
-                v.encode("utf-8")
-            except UnicodeEncodeError:
-                return True
-        elif isinstance(v, dict):
-            stack.extend(v.keys())
-            stack.extend(v.values())
-            stack.extend(getattr(v, "replaced", ()))
-        elif isinstance(v, list):
-            stack.extend(v)
-    return False
-
-
 def _json_error(msg: str) -> InvalidHeaderJson:
     return InvalidHeaderJson.make(f"invalid JSON in header: {msg}")  # type: ignore[return-value]
 
@@ -296,7 +148,7 @@ def _tensor_entry(name: str, raw: Any) -> tuple[DType, tuple[int, ...], int, int
         if field not in fields:
             raise _json_error(f"missing field `{field}` (tensor `{name}`)")
     code = fields["dtype"]
-    if isinstance(code, _Object) and len(code) == 1 and not code.duplicates:
+    if isinstance(code, JsonObject) and len(code) == 1 and not code.duplicates:
         # serde accepts a unit enum variant written as a single-key map: {"F32": null}.
         variant, unit = next(iter(code.items()))
         if unit is not None:
@@ -353,26 +205,6 @@ def parse_header(header: bytes | bytearray | memoryview, file_size: int) -> Head
             gc.enable()
 
 
-def decode_header_json(text: str) -> Any:
-    """Parse header JSON the way serde_json reads it (``json.loads`` plus hooks).
-
-    Objects come back as dicts with a ``duplicates`` list (keys seen more than once) and
-    ``replaced`` (the values those later keys replaced).  Raises ValueError (or
-    RecursionError) for JSON serde would reject: NaN/Infinity, ``-0``, numbers out of f64
-    range, nesting of 128 levels or more.  Shared by the strict parser and ``validate``.
-    """
-    return json.loads(
-        text,
-        object_pairs_hook=_pairs_hook,
-        parse_constant=_reject_constant,
-        parse_int=_parse_int,
-        parse_float=_parse_float,
-    )
-
-
-has_lone_surrogate = _has_lone_surrogate
-
-
 def _careful_header(text: str, n: int, file_size: int) -> Header:
     """Hooked parse that reproduces upstream's error for every malformed header."""
     try:
@@ -381,12 +213,12 @@ def _careful_header(text: str, n: int, file_size: int) -> Header:
         raise _json_error("recursion limit exceeded") from None
     except ValueError as e:
         raise _json_error(str(e)) from None
-    if not isinstance(raw, _Object):
+    if not isinstance(raw, JsonObject):
         raise _json_error(f"invalid type: {_unexpected(raw)}, expected struct HashMetadata")
     if METADATA_KEY in raw.duplicates:
         raise _json_error(f"duplicate field `{METADATA_KEY}`")
     # serde_json rejects a lone surrogate anywhere, even in fields it then ignores.
-    if _SURROGATE_ESCAPE.search(text) and _has_lone_surrogate(raw):
+    if SURROGATE_ESCAPE.search(text) and has_lone_surrogate(raw):
         raise _json_error("lone leading surrogate in hex escape")
     # A duplicate tensor name keeps its last entry (as serde's HashMap does), but serde still
     # deserializes the entries it replaces, so they must be well formed too.
