@@ -53,10 +53,7 @@ class TensorInfo(NamedTuple):
 
     @property
     def nelements(self) -> int:
-        n = 1
-        for d in self.shape:
-            n *= d
-        return n
+        return prod(self.shape)
 
 
 @dataclass(frozen=True)

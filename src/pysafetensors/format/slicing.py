@@ -10,6 +10,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterator
 from dataclasses import dataclass
+from math import prod
 from typing import Any
 
 from ..errors import MisalignedSubByte, SliceError, SliceIndexTypeError
@@ -29,10 +30,7 @@ class SlicePlan:
 
     @property
     def nelements(self) -> int:
-        n = 1
-        for d in self.shape:
-            n *= d
-        return n
+        return prod(self.shape)
 
     @property
     def nbytes(self) -> int:
