@@ -208,3 +208,14 @@ def test_mutants_of_upstream_written_files_match_upstream() -> None:
         if ours_accepts(data) != up:
             disagreements.append(f"seed {seed}: upstream {'accepts' if up else 'rejects'}, input {data[:400]!r}")
     assert not disagreements, f"{len(disagreements)} disagreement(s):\n" + "\n".join(disagreements[:10])
+
+
+# Regression (fuzzer, 2026-11-22): the fast header path called math.prod on a shape holding a
+# string and a huge int, which repeats the string (OverflowError, or a giant allocation).
+@pytest.mark.parametrize(
+    "shape",
+    ['["ab", 99999999999999999999]', '["a", 1000000000]', "[[1], 4]", "[true, 4]", "[4, 1.0]", "[" + ",".join(["1"] * 70) + "]"],
+)
+def test_shape_of_mixed_types_gets_upstreams_verdict(shape: str) -> None:
+    data = frame('{"t":{"dtype":"U8","shape":' + shape + ',"data_offsets":[0,4]}}')
+    assert ours_accepts(data) == upstream_accepts(data)

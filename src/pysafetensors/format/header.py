@@ -243,6 +243,7 @@ def _careful_header(text: str, n: int, file_size: int) -> Header:
     return _validate(entries, metadata, n, file_size)
 
 
+_INT_ONLY = {int}
 _Entry = tuple[int, int, int, str, DType, tuple[int, ...]]
 
 
@@ -254,7 +255,7 @@ def _fast_header(text: str, n: int, file_size: int) -> Header | None:
     offset mismatch); the careful path then re-parses and reports the exact error.  The
     hooks cost ~5 Python calls per tensor, which dominated opening 100,000-tensor files.
     """
-    if "-0" in text or "NaN" in text or "Infinity" in text or "\\u" in text or "true" in text or "false" in text:
+    if "-0" in text or "NaN" in text or "Infinity" in text or "\\u" in text:
         return None
     try:
         raw = json.loads(text)
@@ -290,17 +291,17 @@ def _fast_header(text: str, n: int, file_size: int) -> Header | None:
         begin, end = offsets
         if begin != expected or type(begin) is not int or type(end) is not int:
             return None
-        # math.prod runs in C.  A float makes the product a float, a string or list a sequence
-        # (repetition) or a TypeError, so only an int product means all-int dims; "true" and
-        # "false" (bools are ints) were ruled out on the whole text above.
+        # Only exact ints (no bools, floats, strings, lists) before math.prod, in C: a str or
+        # list would make prod repeat a sequence (a huge allocation for a huge dim).
+        # More than 64 dims (never seen in practice) could make the product a huge int: the
+        # careful path multiplies with an early stop instead.
+        if shape and (len(shape) > 64 or set(map(type, shape)) != _INT_ONLY):
+            return None
+        nelements = prod(shape)
+        if shape and min(shape) < 0:
+            return None
         # A zero product may hide an overflowing product of the dims before the first 0,
         # which upstream rejects: leave those to the careful path.
-        try:
-            nelements = prod(shape)
-        except TypeError:
-            return None
-        if type(nelements) is not int or (shape and min(shape) < 0):
-            return None
         if nelements == 0 and prod(shape[: shape.index(0)]) >= _U64:
             return None
         nbits = nelements * dtype.bits
