@@ -35,6 +35,7 @@ clean:
 
 # Fuzz for a time budget (seconds); exit 1 and inputs under fuzz/crashes/ when a bug is found.
 FUZZ_SECONDS ?= 60
+FUZZ_TARGETS ?= all
 .PHONY: fuzz
 fuzz: $(STAMP)
-	$(BIN)/python fuzz/run.py --seconds $(FUZZ_SECONDS)
+	$(BIN)/python fuzz/run.py --seconds $(FUZZ_SECONDS) --target $(FUZZ_TARGETS)

@@ -83,9 +83,7 @@ def to_torch(raw: RawTensor) -> Any:
         data = bytearray(raw.data)
     # ``data`` is writable here (a copy-on-write map, a fresh buffer or the copy above), so
     # torch.frombuffer has nothing to warn about and shares the memory.
-    if raw.dtype.code == "F4":  # frombuffer has no sub-byte element size: go through bytes
-        return torch.frombuffer(data, dtype=torch.uint8).view(tdt).reshape(shape)
-    return torch.frombuffer(data, dtype=tdt).reshape(shape)
+    return torch.frombuffer(data, dtype=torch.uint8).view(tdt).reshape(shape)
 
 
 def from_raw(raw: RawTensor, device: Device) -> Any:
