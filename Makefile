@@ -36,6 +36,7 @@ clean:
 # Fuzz for a time budget (seconds); exit 1 and inputs under fuzz/crashes/ when a bug is found.
 FUZZ_SECONDS ?= 60
 FUZZ_TARGETS ?= all
+FUZZ_SEED ?=
 .PHONY: fuzz
 fuzz: $(STAMP)
-	$(BIN)/python fuzz/run.py --seconds $(FUZZ_SECONDS) --target $(FUZZ_TARGETS)
+	$(BIN)/python fuzz/run.py --seconds $(FUZZ_SECONDS) --target $(FUZZ_TARGETS) $(if $(FUZZ_SEED),--seed $(FUZZ_SEED))

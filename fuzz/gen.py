@@ -201,7 +201,7 @@ def _mutate_tree(tree: Obj, rng: random.Random) -> None:
             d = shape[j] if type(shape[j]) is int else 1
             shape[j] = rng.choice([d + 1, max(d - 1, 0), 0, 2**32, 2**63, 2**64, _random_value(rng)])
         else:
-            shape = rng.choice([[2**32, 2**32, 16], [2**63, 2], [2**64 - 1, 2], [2**63, 0], [0, 2**64 - 1], [1] * 65, [0] * 70 + [2**63], shape + [1], shape[:-1], [], [0]])
+            shape = rng.choice([[2**32, 2**32, 16], [2**63, 2], [2**64 - 1, 2], [2**63, 0], [0, 2**64 - 1], [2**62, 0, 4], [0, 2**63 - 1], [2**63 - 1, 0, 2], [1] * 65, [0] * 70 + [2**63], shape + [1], shape[:-1], [], [0]])
         entry.set("shape", shape)
     elif which == 2:  # dtypes
         code = rng.choice(DTYPES)

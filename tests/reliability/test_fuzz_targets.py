@@ -84,6 +84,37 @@ def test_zero_element_tensor_with_a_dimension_over_int64(framework: str) -> None
         assert tuple(f.get_slice("t")[0:3].shape) == (3, 0)  # a slice that fits is fine
 
 
+@pytest.mark.parametrize(
+    "shape", [[8738023609470716661, 0], [2**62, 0, 4], [0, 2**63 - 1]], ids=["ci-seed-302342157074", "3-axes", "zero-first"]
+)
+@pytest.mark.parametrize("framework", ["np", "flax", "tf", "mlx"])
+def test_empty_tensor_whose_other_dims_overflow_numpy(framework: str, shape: list[int]) -> None:
+    """Found by CI's fuzz run (seed 302342157074): every dim fits int64 and the tensor is empty,
+    but numpy also refuses when the non-zero dims times the item size overflow, and raised
+    ValueError('array is too big'). Now UnsupportedShape naming the tensor; torch, whose rule
+    is per-dimension only, still builds it."""
+    module = {"flax": "jax", "tf": "tensorflow", "mlx": "mlx.core"}.get(framework)
+    if module:
+        pytest.importorskip(module)
+    data = frame({"t": {"dtype": "F64", "shape": shape, "data_offsets": [0, 0]}})
+    with safe_open(data, framework=framework) as f:
+        assert f.get_slice("t").get_shape() == shape
+        with pytest.raises(UnsupportedShape, match="'t'.*numpy cannot represent"):
+            f.get_tensor("t")
+        with pytest.raises(UnsupportedShape):
+            f.get_slice("t")[:]
+    with pytest.raises(UnsupportedShape):
+        __import__("pysafetensors.numpy").numpy.load(data)
+
+
+def test_empty_tensor_whose_other_dims_overflow_numpy_is_fine_in_torch() -> None:
+    torch = pytest.importorskip("torch")
+    data = frame({"t": {"dtype": "F64", "shape": [2**62, 0, 4], "data_offsets": [0, 0]}})
+    with safe_open(data, framework="pt") as f:
+        assert f.get_tensor("t").shape == torch.Size([2**62, 0, 4])
+        assert f.get_slice("t")[1:3].shape == torch.Size([2, 0, 4])
+
+
 def test_more_axes_than_numpy_supports() -> None:
     data = frame({"t": {"dtype": "F32", "shape": [1] * 65, "data_offsets": [0, 4]}}, b"\0" * 4)
     with safe_open(data, framework="np") as f, pytest.raises(UnsupportedShape, match="65 dimensions"):
@@ -143,3 +174,21 @@ def test_slices_of_random_files_match_numpy_indexing() -> None:
             assert np.array_equal(sl[index], arr[index]), index
         with pytest.raises(SafetensorError):
             sl[0, 0, 0, 0]
+
+
+def test_torch_slices_of_an_empty_tensor_whose_strides_overflow() -> None:
+    """Found by the fuzzer (seed 398532224781): torch builds an empty [2**63 - 1, 0, 2] tensor,
+    but its own indexing computes wrapped int64 offsets ("invalid storage offset -14",
+    "negative strides").  get_slice answers the indexes it plans itself and refuses the rest
+    with UnsupportedShape instead of handing them to torch."""
+    torch = pytest.importorskip("torch")
+    data = frame({"t": {"dtype": "F8_E4M3", "shape": [2**63 - 1, 0, 2], "data_offsets": [0, 0]}})
+    with safe_open(data, framework="pt") as f:
+        s = f.get_slice("t")
+        assert s[-6, 1:-7:2].shape == torch.Size([0, 2])
+        assert s[1:3].shape == torch.Size([2, 0, 2])
+        assert s[..., 1].shape == torch.Size([2**63 - 1, 0])
+        with pytest.raises(UnsupportedShape, match="strides overflow"):
+            s[None, -6]
+        with pytest.raises(UnsupportedShape, match="strides overflow"):
+            s[::-1]

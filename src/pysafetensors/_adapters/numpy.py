@@ -104,6 +104,26 @@ def pack(codes: np.ndarray, dtype: DType) -> np.ndarray:
 # --- reading ------------------------------------------------------------------------------
 
 
+_MAX_NBYTES = (1 << 63) - 1  # npy_intp
+
+
+def _check_numpy_empty(name: str, shape: tuple[int, ...], itemsize: int) -> None:
+    """numpy refuses any shape whose non-zero dims times the itemsize overflow npy_intp, even
+    when another dim is 0 (``[2**62, 0, 4]``); the format and torch allow it."""
+    nbytes = itemsize
+    for d in shape:
+        if d:
+            nbytes *= d
+    if nbytes > _MAX_NBYTES:
+        raise UnsupportedShape(
+            f"tensor {name!r}: numpy cannot represent shape {list(shape)} (its non-zero "
+            f"dimensions times the {itemsize}-byte item size exceed {_MAX_NBYTES}, even though "
+            "the tensor is empty)",
+            tensor=name,
+            shape=shape,
+        )
+
+
 def to_numpy(raw: RawTensor) -> np.ndarray:
     """A RawTensor as an array: a zero-copy view except for packed sub-byte dtypes."""
     nd = numpy_dtype(raw.dtype)
@@ -113,6 +133,8 @@ def to_numpy(raw: RawTensor) -> np.ndarray:
             f"tensor {raw.name!r} has {len(raw.shape)} dimensions, numpy supports at most {_MAX_NDIM}",
             tensor=raw.name,
         )
+    if not raw.data:
+        _check_numpy_empty(raw.name, raw.shape, nd.itemsize)
     if raw.dtype.packed:
         count = 1
         for d in raw.shape:

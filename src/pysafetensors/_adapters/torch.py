@@ -7,11 +7,13 @@ from typing import Any
 
 from .._device import Device
 from .._optional import require
-from ..errors import MisalignedSubByte, SerializeError, UnsupportedDtype
+from ..errors import MisalignedSubByte, SerializeError, UnsupportedDtype, UnsupportedShape
 from ..format.dtypes import DType, all_dtypes
 from ..format.slicing import plan_slice
 from ..reader import RawTensor, SafeFile, check_representable
 from ..writer import WriteItem
+
+_INT64_MAX = (1 << 63) - 1
 
 NAME = "torch"
 torch = require("torch", "torch")
@@ -104,6 +106,15 @@ def _simple_index(index: Any) -> bool:
     return sum(1 for i in items if i is Ellipsis) <= 1
 
 
+def _strides_overflow(shape: tuple[int, ...]) -> bool:
+    """Whether torch's contiguous strides (products of max(dim, 1)) overflow int64: an empty
+    tensor such as [2**63 - 1, 0, 2] builds, but torch's indexing of it computes wrapped offsets."""
+    extent = 1
+    for d in shape:
+        extent *= max(d, 1)
+    return extent > _INT64_MAX
+
+
 def get_slice(file: SafeFile, name: str, index: Any, device: Device) -> Any:
     """torch indexing rules: read only the needed bytes for ints/slices/..., else index in torch."""
     info = file.info(name)
@@ -115,6 +126,13 @@ def get_slice(file: SafeFile, name: str, index: Any, device: Device) -> Any:
         plan = plan_slice(info.shape, info.dtype, index, clamp=True, name=name)
         t = to_torch(file.raw_slice(name, plan))
     else:
+        if _strides_overflow(info.shape):
+            raise UnsupportedShape(
+                f"tensor {name!r}: torch cannot index shape {list(info.shape)} with {index!r} "
+                "(its strides overflow int64; plain ints and slices with positive steps work)",
+                tensor=name,
+                shape=info.shape,
+            )
         t = to_torch(file.raw(name))[index]
     return t if device.is_cpu else t.to(torch_device(device))
 
