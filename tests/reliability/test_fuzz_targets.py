@@ -188,7 +188,30 @@ def test_torch_slices_of_an_empty_tensor_whose_strides_overflow() -> None:
         assert s[-6, 1:-7:2].shape == torch.Size([0, 2])
         assert s[1:3].shape == torch.Size([2, 0, 2])
         assert s[..., 1].shape == torch.Size([2**63 - 1, 0])
-        with pytest.raises(UnsupportedShape, match="strides overflow"):
+        with pytest.raises(UnsupportedShape, match="offsets would overflow"):
             s[None, -6]
-        with pytest.raises(UnsupportedShape, match="strides overflow"):
+        with pytest.raises(UnsupportedShape, match="offsets would overflow"):
             s[::-1]
+
+
+def test_torch_shapes_whose_strides_overflow_and_huge_steps() -> None:
+    """Found by the fuzzer (seeds 813976640797, 813976502671, and a segfault inside torch
+    indexing at 813976630996): torch.empty([0, 6659647550359193781, 2]) raises RuntimeError
+    ("Stride calculation overflowed"); [0, 2**63 - 1][9::2] makes torch compute a negative
+    stride.  Ours: UnsupportedShape, and our own slice plan where it has one."""
+    torch = pytest.importorskip("torch")
+    data = frame({"t": {"dtype": "F8_E5M2", "shape": [0, 6659647550359193781, 2], "data_offsets": [0, 0]}})
+    with safe_open(data, framework="pt") as f, pytest.raises(UnsupportedShape, match="torch cannot represent"):
+        f.get_tensor("t")
+    data = frame({"t": {"dtype": "F32", "shape": [0, 2**63 - 1], "data_offsets": [0, 0]}})
+    with safe_open(data, framework="pt") as f:
+        assert f.get_tensor("t").shape == torch.Size([0, 2**63 - 1])
+        assert f.get_slice("t")[9::2].shape == torch.Size([0, 2**63 - 1])
+        with pytest.raises(UnsupportedShape):
+            f.get_slice("t")[None, 9::2]
+    # A real tensor with a step so large that torch's stride x step wraps: refused, not garbage.
+    data = frame({"t": {"dtype": "F32", "shape": [4, 4], "data_offsets": [0, 64]}}, bytes(64))
+    with safe_open(data, framework="pt") as f:
+        assert f.get_slice("t")[:: 2**62].shape == torch.Size([1, 4])  # our plan: one row
+        with pytest.raises(UnsupportedShape):
+            f.get_slice("t")[None, :: 2**62]

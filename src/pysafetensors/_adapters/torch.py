@@ -77,6 +77,14 @@ def to_torch(raw: RawTensor) -> Any:
     check_representable(raw.name, raw.shape)
     shape = _torch_shape(raw.dtype, raw.shape, raw.name)
     if len(raw.data) == 0:
+        if _extent(shape[1:]) > _INT64_MAX:
+            # torch's contiguous strides are products of max(dim, 1) of the later dims.
+            raise UnsupportedShape(
+                f"tensor {raw.name!r}: torch cannot represent shape {list(raw.shape)} (its strides "
+                "overflow int64, even though the tensor is empty)",
+                tensor=raw.name,
+                shape=raw.shape,
+            )
         return torch.empty(shape, dtype=tdt)
     data: Any = raw.data
     if not raw.writable:
@@ -106,13 +114,24 @@ def _simple_index(index: Any) -> bool:
     return sum(1 for i in items if i is Ellipsis) <= 1
 
 
-def _strides_overflow(shape: tuple[int, ...]) -> bool:
-    """Whether torch's contiguous strides (products of max(dim, 1)) overflow int64: an empty
-    tensor such as [2**63 - 1, 0, 2] builds, but torch's indexing of it computes wrapped offsets."""
+def _extent(shape: tuple[int, ...]) -> int:
+    """Product of max(dim, 1): what torch's stride and offset arithmetic multiplies up to."""
     extent = 1
     for d in shape:
         extent *= max(d, 1)
-    return extent > _INT64_MAX
+    return extent
+
+
+def _torch_index_may_overflow(shape: tuple[int, ...], index: Any) -> bool:
+    """Whether torch's own indexing of ``shape`` with ``index`` may wrap int64 (byte offsets of
+    up to 16-byte items, times the largest slice step).  An empty [2**63 - 1, 0, 2] tensor
+    builds, but torch then computes wrapped offsets and strides ("invalid storage offset -14",
+    "negative strides"), and the fuzzer saw it crash.  Real tensors are nowhere near."""
+    step = 1
+    for item in index if isinstance(index, tuple) else (index,):
+        if isinstance(item, slice) and isinstance(item.step, int):
+            step = max(step, abs(item.step))
+    return _extent(shape) * 16 * step > _INT64_MAX
 
 
 def get_slice(file: SafeFile, name: str, index: Any, device: Device) -> Any:
@@ -126,10 +145,10 @@ def get_slice(file: SafeFile, name: str, index: Any, device: Device) -> Any:
         plan = plan_slice(info.shape, info.dtype, index, clamp=True, name=name)
         t = to_torch(file.raw_slice(name, plan))
     else:
-        if _strides_overflow(info.shape):
+        if _torch_index_may_overflow(info.shape, index):
             raise UnsupportedShape(
                 f"tensor {name!r}: torch cannot index shape {list(info.shape)} with {index!r} "
-                "(its strides overflow int64; plain ints and slices with positive steps work)",
+                "(its offsets would overflow int64; plain ints and slices with positive steps work)",
                 tensor=name,
                 shape=info.shape,
             )
