@@ -169,9 +169,9 @@ def report(ws: list[Workload]) -> str:
         cpu_up = median([s["cpu_s"] for s in w.samples["upstream"]])
         cpu_ours = median([s["cpu_s"] for s in w.samples["ours"]])
         cpu = f"{cpu_up:.3f} / {cpu_ours:.3f} ({cpu_ours / cpu_up if cpu_up else float('nan'):.2f}x)"
-        if "ours_nosync" in w.samples:
-            nosync = median([s["seconds"] for s in w.samples["ours_nosync"]])
-            extra.append(f"ours without fsync: {nosync:.4f} s ({nosync / up:.2f}x)")
+        if "ours_durable" in w.samples:
+            durable = median([s["seconds"] for s in w.samples["ours_durable"]])
+            extra.append(f"ours durable=True (fsync): {durable:.4f} s ({durable / up:.2f}x)")
         lines.append(
             f"| {w.key} | {w.title} | {up:.4f} | {ours:.4f} | **{ratio:.2f}x** | <= {w.target}x {ok} | {cpu} | {'; '.join(extra)} |"
         )
@@ -193,7 +193,7 @@ def main(argv: list[str] | None = None) -> int:
     if opts.workload:
         ws = [w for w in ws if w.key in opts.workload]
     for w in ws:
-        impls = IMPLS + (("ours_nosync",) if w.worker.startswith("save") else ())
+        impls = IMPLS + (("ours_durable",) if w.worker.startswith("save") else ())
         w.samples = {impl: [] for impl in impls}
         for i in range(samples):
             # Alternate which implementation goes first, so neither always runs warmer.

@@ -138,9 +138,11 @@ def serialize_file(
     metadata: Mapping[str, str] | None = None,
     *,
     alignment: int = 8,
+    durable: bool | None = None,
 ) -> None:
-    """Serialize to ``filename``: streamed, atomic (temp file + fsync + rename), umask mode."""
-    write_file(_items(tensor_dict), filename, metadata, alignment)
+    """Serialize to ``filename``: streamed, atomic (temp file + rename), umask mode;
+    ``durable=True`` (or ``PYSAFETENSORS_DURABLE=1``) also fsyncs, to survive a power loss."""
+    write_file(_items(tensor_dict), filename, metadata, alignment, durable=durable)
 
 
 def deserialize(data: Any) -> list[tuple[str, dict[str, Any]]]:

@@ -47,6 +47,7 @@ class SaveSharded(Protocol):
         *,
         variant: str | None = ...,
         basename: str = ...,
+        durable: bool | None = ...,
     ) -> str: ...
 
 
@@ -61,6 +62,7 @@ def make_save_sharded(adapter: ModuleType, kind: str, what: str, module: str) ->
         *,
         variant: str | None = None,
         basename: str = "model",
+        durable: bool | None = None,
     ) -> str:
         # No storage ids: these faces write every tensor in full (views are materialized),
         # so two tensors over one buffer may land in different shards without losing anything.
@@ -68,7 +70,7 @@ def make_save_sharded(adapter: ModuleType, kind: str, what: str, module: str) ->
 
         return write_sharded(
             _items(adapter, tensors, kind), directory, max_shard_size=max_shard_size, metadata=metadata,
-            basename=basename, variant=variant,
+            basename=basename, variant=variant, durable=durable,
         )
 
     save_sharded.__module__ = module

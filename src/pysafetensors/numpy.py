@@ -41,9 +41,11 @@ def save_file(
     metadata: Mapping[str, str] | None = None,
     *,
     alignment: int = 8,
+    durable: bool | None = None,
 ) -> None:
-    """Save arrays to ``filename`` atomically, streaming one array at a time."""
-    write_file(_items(tensor_dict), filename, metadata, alignment)
+    """Save arrays to ``filename`` atomically, streaming one array at a time; ``durable=True``
+    fsyncs before the rename (default: ``PYSAFETENSORS_DURABLE``, else off)."""
+    write_file(_items(tensor_dict), filename, metadata, alignment, durable=durable)
 
 
 def load(data: bytes) -> dict[str, np.ndarray]:
@@ -75,6 +77,7 @@ def save_sharded(
     *,
     variant: str | None = None,
     basename: str = "model",
+    durable: bool | None = None,
 ) -> str:
     """Save arrays as a Hugging Face sharded checkpoint in ``directory``.
 
@@ -89,5 +92,5 @@ def save_sharded(
     ids = {k: _storage_id(v) for k, v in tensor_dict.items() if isinstance(v, np.ndarray)}
     return write_sharded(
         items, directory, max_shard_size=max_shard_size, metadata=metadata, storage_ids=ids,
-        basename=basename, variant=variant,
+        basename=basename, variant=variant, durable=durable,
     )

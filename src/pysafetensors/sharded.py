@@ -241,6 +241,7 @@ def write_sharded(
     storage_ids: Mapping[str, Hashable] | None = None,
     basename: str = "model",
     variant: str | None = None,
+    durable: bool | None = None,
 ) -> str:
     """Write ``items`` as Hugging Face shards (+ index when more than one) into ``directory``.
 
@@ -268,6 +269,7 @@ def write_sharded(
             [by_name[n] for n in shard],
             os.path.join(directory, shard_file),
             metadata if shard_metadata is None else shard_metadata,
+            durable=durable,
         )
     index_path = os.path.join(directory, index_file_name(basename, variant))
     if len(plan) > 1:
@@ -275,7 +277,7 @@ def write_sharded(
             weight_map={n: f for f, shard in zip(files, plan) for n in shard},
             metadata={**dict(metadata or {}), "total_size": sum(sizes.values())},
         )
-        with AtomicFileSink(index_path) as sink:
+        with AtomicFileSink(index_path, durable=durable) as sink:
             sink.write([encode_index(index).encode("utf-8")])
     _remove_stale(directory, set(files), basename, variant, keep_index=len(plan) > 1)
     return index_path if len(plan) > 1 else os.path.join(directory, files[0])

@@ -190,10 +190,12 @@ def save_file(
     metadata: Mapping[str, str] | None = None,
     *,
     alignment: int = 8,
+    durable: bool | None = None,
 ) -> None:
     """Save tensors to ``filename``: streamed from the tensors' memory, atomic rename.
-    ``alignment`` (multiple of 8, e.g. 4096) places the data region on that boundary."""
-    write_file(_items(tensors), filename, metadata, alignment)
+    ``alignment`` (multiple of 8, e.g. 4096) places the data region on that boundary;
+    ``durable=True`` fsyncs before the rename (default: ``PYSAFETENSORS_DURABLE``, else off)."""
+    write_file(_items(tensors), filename, metadata, alignment, durable=durable)
 
 
 def save_model(model: Any, filename: str, metadata: dict[str, str] | None = None, force_contiguous: bool = True) -> None:
@@ -226,6 +228,7 @@ def save_sharded(
     *,
     variant: str | None = None,
     basename: str = "model",
+    durable: bool | None = None,
 ) -> str:
     """Save tensors as a Hugging Face sharded checkpoint in ``directory`` (as save_pretrained does).
 
@@ -246,7 +249,7 @@ def save_sharded(
         metadata=metadata,
         shard_metadata={"format": "pt", **dict(metadata or {})},
         storage_ids=ids,
-        basename=basename, variant=variant,
+        basename=basename, variant=variant, durable=durable,
     )
 
 

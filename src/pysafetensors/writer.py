@@ -90,10 +90,13 @@ def write_file(
     path: Any,
     metadata: Mapping[str, str] | None = None,
     alignment: int = 8,
+    durable: bool | None = None,
 ) -> None:
-    """Serialize to ``path`` atomically (temp file, fsync, rename)."""
+    """Serialize to ``path`` atomically (temp file preallocated to its final size, then renamed;
+    ``durable`` adds fsync, see ``AtomicFileSink``)."""
     layout, by_name = plan(items, metadata, alignment)
-    with AtomicFileSink(path) as sink:
+    with AtomicFileSink(path, durable=durable) as sink:
+        sink.reserve(layout.total_size)
         stream(layout, by_name, sink)
 
 
@@ -153,7 +156,8 @@ class SafetensorsWriter:
     Declare every tensor (name -> (dtype, shape)) and the metadata up front; the header is
     written at once and each tensor's bytes go straight to their planned offset in a temp
     file beside ``path`` (``os.pwrite``, so threads do not contend).  ``close()`` checks that
-    every tensor was completely written, then fsyncs and renames the temp file into place;
+    every tensor was completely written, then renames the temp file into place (after an fsync
+    when ``durable``, see ``AtomicFileSink``);
     ``abort()`` (or an exception inside ``with``) removes the temp file and leaves any old
     file untouched.  The result is byte-identical to ``save_file`` of the same tensors.
 
@@ -169,6 +173,7 @@ class SafetensorsWriter:
         metadata: Mapping[str, str] | None = None,
         *,
         alignment: int = 8,
+        durable: bool | None = None,
     ) -> None:
         if not isinstance(tensors, Mapping):
             raise SerializeError(f"tensors must map name -> (dtype, shape), got {type(tensors).__name__}")
@@ -184,9 +189,9 @@ class SafetensorsWriter:
         self._written: dict[str, list[tuple[int, int]]] = {e.name: [] for e in self.layout.entries}
         self._lock = threading.Lock()
         self._done = False
-        self._sink = AtomicFileSink(path)
+        self._sink = AtomicFileSink(path, durable=durable)
         try:
-            self._sink.truncate(self.layout.total_size)  # sparse until written
+            self._sink.reserve(self.layout.total_size)
             self._sink.pwrite(self.layout.prefix, 0)
         except BaseException:
             self._sink.abort()
@@ -246,7 +251,7 @@ class SafetensorsWriter:
             return [e.name for e in self.layout.entries if not _covers(self._written[e.name], e.nbytes)]
 
     def close(self) -> None:
-        """Check every tensor is complete, then fsync and rename into place."""
+        """Check every tensor is complete, then rename into place (fsync first when durable)."""
         if self._done:
             return
         missing = self.missing()
@@ -294,6 +299,7 @@ def open_writer(
     metadata: Mapping[str, str] | None = None,
     *,
     alignment: int = 8,
+    durable: bool | None = None,
 ) -> SafetensorsWriter:
     """Start an incremental write: ``with open_writer(path, {"w": ("F32", (4, 4))}) as w: w.write("w", arr)``."""
-    return SafetensorsWriter(path, tensors, metadata, alignment=alignment)
+    return SafetensorsWriter(path, tensors, metadata, alignment=alignment, durable=durable)

@@ -120,7 +120,8 @@ def _write_in_place(path: str, old: bytes, new: bytes) -> None:
 def _rewrite(src: str, dst: str, new: bytes, data_start: int, data_size: int, show_progress: bool) -> None:
     source = open_source(src, "pread")
     try:
-        with AtomicFileSink(dst) as sink, progress(data_size, "rewriting", show_progress) as bar:
+        with AtomicFileSink(dst, durable=True) as sink, progress(data_size, "rewriting", show_progress) as bar:
+            sink.reserve(N_LEN + len(new) + data_size)
             sink.write([len(new).to_bytes(N_LEN, "little"), new])
             buf = memoryview(bytearray(min(_COPY_CHUNK, max(data_size, 1))))
             for off in range(0, data_size, _COPY_CHUNK):

@@ -160,7 +160,7 @@ def convert_file(
         # The incremental writer: the header goes out first, then each tensor is rebuilt
         # from its storage and written at its planned offset, one tensor in memory at a time.
         declared = {name: (t.dtype, t.out_shape) for name, t in kept.items()}
-        with open_writer(dst, declared, out_meta or None) as writer:
+        with open_writer(dst, declared, out_meta or None, durable=True) as writer:
             for name, t in kept.items():
                 writer.write(name, t.read())
         if verify:
