@@ -25,7 +25,8 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-from ._adapters.torch import _torch_shape, torch_dtype
+from ._adapters.torch import _torch_shape, require_available, torch_dtype
+from ._device import parse_device
 from ._optional import require
 from .io.sources import open_source
 from .reader import SafeFile, parallel_read
@@ -118,6 +119,9 @@ def load_to_device(
     owned = not isinstance(file, SafeFile)
     safe = SafeFile(open_source(file)) if owned else file
     try:
+        target = parse_device(device)
+        if not target.is_cpu:
+            require_available(target)  # an InvalidDevice naming it, not torch's AssertionError
         dev = torch.device(device)
         is_cuda = dev.type == "cuda"
         ops: Any = _CudaOps(dev) if is_cuda else _SyncOps()

@@ -352,3 +352,37 @@ def test_torch_slicing_hypothesis(tmp_path: Path) -> None:
                 assert got.shape == expected.shape and torch.equal(got, expected), index
 
     check()
+
+
+_ACCEL = ["cuda", "cuda:7", 0, "mps", "xpu", "npu", "npu:1", "mlu", "musa", "hpu", "xla"]
+
+
+@pytest.mark.parametrize("device", _ACCEL, ids=repr)
+def test_a_device_this_machine_lacks_is_a_clear_error(tmp_path: Any, device: Any) -> None:
+    """Opening with it works, as upstream (keys and metadata need no device); moving a tensor
+    there is an InvalidDevice naming the device, where torch itself raised AssertionError
+    ("Torch not compiled with CUDA enabled"), RuntimeError or ModuleNotFoundError."""
+    import torch
+
+    from pysafetensors import safe_open
+    from pysafetensors._adapters.torch import _device_count
+    from pysafetensors._device import parse_device
+    from pysafetensors.errors import InvalidDevice
+    from pysafetensors.torch import load_file, save_file
+
+    dev = parse_device(device)
+    if (dev.index or 0) < _device_count(dev.kind):
+        pytest.skip(f"this machine has {dev}")
+    path = tmp_path / "d.safetensors"
+    save_file({"a": torch.ones(3)}, path)
+    shown = str(device) if isinstance(device, int) else str(dev)
+    with safe_open(path, "pt", device=device) as f:
+        assert f.keys() == ["a"]
+        with pytest.raises(InvalidDevice, match=rf"Device {shown} is not available for framework pytorch"):
+            f.get_tensor("a")
+        with pytest.raises(InvalidDevice, match="not available"):
+            f.get_slice("a")[:1]
+        with pytest.raises(InvalidDevice, match="not available"):
+            f.get_tensors()
+    with pytest.raises(InvalidDevice, match=f"{dev.kind}"):
+        load_file(path, device=device)

@@ -7,7 +7,7 @@ from typing import Any
 
 from .._device import Device
 from .._optional import require
-from ..errors import MisalignedSubByte, SerializeError, UnsupportedDtype, UnsupportedShape
+from ..errors import InvalidDevice, MisalignedSubByte, SerializeError, UnsupportedDtype, UnsupportedShape
 from ..format.dtypes import DType, all_dtypes
 from ..format.slicing import plan_slice
 from ..reader import RawTensor, SafeFile, check_representable
@@ -51,8 +51,54 @@ def dtype_of(tensor: Any, name: str = "") -> DType:
         ) from None
 
 
+def _device_count(kind: str) -> int:
+    """How many ``kind`` devices this torch build and machine offer (0: none, or no support)."""
+    if kind == "cuda":
+        return torch.cuda.device_count() if torch.cuda.is_available() else 0
+    if kind == "mps":
+        mps = getattr(torch.backends, "mps", None)
+        return 1 if mps is not None and mps.is_available() else 0
+    if kind == "xla":
+        import importlib.util
+
+        return 1 << 30 if importlib.util.find_spec("torch_xla") is not None else 0  # torch_xla judges the index
+    # xpu is built in; npu, mlu, musa and hpu appear on torch once their plugin is imported.
+    module = getattr(torch, kind, None)
+    try:
+        return int(module.device_count()) if module is not None and module.is_available() else 0
+    except Exception:  # noqa: BLE001 - a half-installed plugin is "not available", not a crash
+        return 0
+
+
+_PLUGINS = {"npu": "torch_npu", "mlu": "torch_mlu", "musa": "torch_musa", "hpu": "habana_frameworks.torch", "xla": "torch_xla"}
+
+
 def check_device(device: Device) -> None:
-    return None  # torch itself reports devices it does not have, when a tensor moves there
+    """Open time: any device upstream parses is accepted (keys and metadata need none); its
+    availability is checked by ``require_available`` when a tensor first moves there."""
+    return None
+
+
+@cache
+def require_available(device: Device) -> None:
+    """Refuse a device this torch or machine does not have, with an InvalidDevice naming it
+    (torch's own errors for them are AssertionError, RuntimeError or ModuleNotFoundError)."""
+    if device.is_cpu:
+        return
+    count = _device_count(device.kind)
+    index = device.index or 0
+    if index < count:
+        return
+    if count:
+        have = f"{count} {device.kind} device(s)"
+    else:
+        plugin = _PLUGINS.get(device.kind)
+        have = f"no {device.kind} support" + (f" (is {plugin} installed and imported?)" if plugin else "")
+    raise InvalidDevice(
+        f"Device {device.shown} is not available for framework pytorch (torch {torch.__version__} here has {have})",
+        device=str(device),
+        framework=NAME,
+    )
 
 
 def torch_device(device: Device) -> Any:
@@ -97,6 +143,8 @@ def to_torch(raw: RawTensor) -> Any:
 
 
 def from_raw(raw: RawTensor, device: Device) -> Any:
+    if not device.is_cpu:
+        require_available(device)
     t = to_torch(raw)
     return t if device.is_cpu else t.to(torch_device(device))
 
@@ -136,6 +184,8 @@ def _torch_index_may_overflow(shape: tuple[int, ...], index: Any) -> bool:
 
 def get_slice(file: SafeFile, name: str, index: Any, device: Device) -> Any:
     """torch indexing rules: read only the needed bytes for ints/slices/..., else index in torch."""
+    if not device.is_cpu:
+        require_available(device)
     info = file.info(name)
     explicit = [i for i in (index if isinstance(index, tuple) else (index,)) if i is not Ellipsis]
     in_range = all(
