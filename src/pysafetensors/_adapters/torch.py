@@ -76,7 +76,6 @@ _PLUGINS = {"npu": "torch_npu", "mlu": "torch_mlu", "musa": "torch_musa", "hpu":
 def check_device(device: Device) -> None:
     """Open time: any device upstream parses is accepted (keys and metadata need none); its
     availability is checked by ``require_available`` when a tensor first moves there."""
-    return None
 
 
 @cache
