@@ -343,3 +343,60 @@ def test_cuda_get_tensors_routes_through_staging(tmp_path: Any, monkeypatch: pyt
     with safe_open(path, framework="pt", device="cuda:1") as f:
         assert f.get_tensors(threads=3) == {"routed": ["x"]}
     assert calls == [("cuda:1", 3)]
+
+
+# --- hot or cold: page-table population vs readahead -------------------------------------
+
+
+def _evict(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    finally:
+        os.close(fd)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="mincore through libc: Linux")
+def test_resident_probes_the_page_cache(tmp_path: Any) -> None:
+    path = os.fspath(tmp_path / "r.safetensors")
+    np_save_file({"a": np.arange(1 << 20, dtype=np.float32)}, path)  # 4 MiB
+    with open(path, "rb") as f:
+        f.read()
+    src = MmapSource(path)
+    try:
+        assert src.resident(0, src.size) is True
+        assert src.resident(src.size - 3, 3) is True  # the last, partial page
+        _evict(path)
+        assert src.resident(0, src.size) is False
+        assert src.resident(0, 0) is None
+    finally:
+        src.close()
+    assert src.resident(0, 10) is None  # closed: cannot ask
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="mincore through libc: Linux")
+@pytest.mark.parametrize("hot", [True, False])
+def test_bulk_load_populates_a_cached_file_and_reads_ahead_a_cold_one(tmp_path: Any, hot: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    import mmap
+
+    path = os.fspath(tmp_path / "h.safetensors")
+    arrays = {"a": np.arange(300_000, dtype=np.float32), "b": np.ones((7, 9), np.int16)}
+    np_save_file(arrays, path)
+    if hot:
+        with open(path, "rb") as f:
+            f.read()
+    else:
+        _evict(path)
+    calls: list[int] = []
+    real = MmapSource.advise
+
+    def spy(self: MmapSource, offset: int, length: int, advice: int) -> None:
+        calls.append(advice)
+        real(self, offset, length, advice)
+
+    monkeypatch.setattr(MmapSource, "advise", spy)
+    got = np_load_file(path, backend="mmap")
+    assert calls == [reader_mod._MADV_POPULATE_READ if hot else mmap.MADV_WILLNEED]
+    for k, v in arrays.items():
+        np.testing.assert_array_equal(got[k], v)
