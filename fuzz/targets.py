@@ -166,6 +166,8 @@ def target_open_torch(data: bytes, rng: random.Random) -> None:
     (same result, or the same builtin error type: torch's rules are the documented semantics)."""
     try:
         import torch
+
+        from pysafetensors._adapters.torch import _check_ellipses as check_ellipses
     except ImportError:
         return
     warnings.simplefilter("ignore", UserWarning)  # torch: list-as-tuple index deprecation
@@ -188,6 +190,16 @@ def target_open_torch(data: bytes, rng: random.Random) -> None:
                     if got.numel() > full.numel():
                         raise FuzzBug(f"{name!r}{list(full.shape)}[{index!r}]: a slice has more elements than the tensor")
                     continue
+                try:
+                    # Indexes that torch itself would read out of bounds (several "..."): not
+                    # asked of torch, which may segfault; get_slice must refuse them cleanly.
+                    check_ellipses(index, full.ndim)
+                except IndexError:
+                    try:
+                        sl[index]
+                    except (SafetensorError, IndexError):
+                        continue
+                    raise FuzzBug(f"{name!r}{list(full.shape)}[{index!r}]: accepted an index torch reads out of bounds") from None
                 try:
                     want, want_err = full[index], None
                 except (IndexError, TypeError, ValueError, RuntimeError) as e:

@@ -215,3 +215,24 @@ def test_torch_shapes_whose_strides_overflow_and_huge_steps() -> None:
         assert f.get_slice("t")[:: 2**62].shape == torch.Size([1, 4])  # our plan: one row
         with pytest.raises(UnsupportedShape):
             f.get_slice("t")[None, :: 2**62]
+
+
+def test_torch_get_slice_never_hands_torch_an_out_of_range_multi_ellipsis_index() -> None:
+    """The fuzzer's rare, unreplayable open_torch segfault (caught under gdb at seed
+    555000328559): with several "...", torch's fast path for an int index reads the size of a
+    dim past the last one (at::indexing::impl::applySelect) before checking it, so whether it
+    crashes depends on memory contents.  get_slice now refuses such an index with torch's own
+    IndexError wording; multi-ellipsis indexes that stay in range keep torch's semantics."""
+    torch = pytest.importorskip("torch")
+    data = frame({"t": {"dtype": "U64", "shape": [0, 2, 1, 4], "data_offsets": [0, 0]},
+                  "u": {"dtype": "F32", "shape": [2, 3, 4], "data_offsets": [0, 96]}}, bytes(96))
+    with safe_open(data, framework="pt") as f:
+        with pytest.raises(IndexError, match="too many indices for tensor of dimension 4"):
+            f.get_slice("t")[(Ellipsis,) * 4 + (-3,)]
+        with pytest.raises(IndexError, match="too many indices"):
+            f.get_slice("u")[..., 0, ..., 1]
+        with pytest.raises(IndexError, match="may only hold ints, slices and None"):
+            f.get_slice("u")[..., [0], ...]
+        full = f.get_tensor("u")
+        for index in [(Ellipsis, 0, Ellipsis), (Ellipsis, Ellipsis), (None, Ellipsis, 1, Ellipsis), (Ellipsis, True, Ellipsis)]:
+            assert torch.equal(f.get_slice("u")[index], full[index]), index

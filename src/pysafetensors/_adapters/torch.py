@@ -181,6 +181,31 @@ def _torch_index_may_overflow(shape: tuple[int, ...], index: Any) -> bool:
     return _extent(shape) * 16 * step > _INT64_MAX
 
 
+def _check_ellipses(index: Any, ndim: int) -> None:
+    """Refuse what torch would read out of bounds: with two or more ``...`` each one skips
+    (ndim - specified) dims, and torch's fast path for a later int index reads the size of a
+    dim past the last one before checking it (the fuzzer's rare segfault, in
+    ``at::indexing::impl::applySelect``).  Such an index gets torch's own "too many indices"
+    IndexError; one that stays in range is left to torch, whose semantics upstream keeps."""
+    items = index if isinstance(index, tuple) else (index,)
+    if sum(1 for i in items if i is Ellipsis) < 2:
+        return
+    if any(not (i is None or i is Ellipsis or isinstance(i, (int, slice))) for i in items):
+        raise IndexError(
+            "an index with more than one ellipsis ('...') may only hold ints, slices and None "
+            "(torch mis-indexes the others)"
+        )
+    specified = sum(1 for i in items if isinstance(i, (int, slice)) and not isinstance(i, bool))
+    dim = 0
+    for item in items:
+        if item is Ellipsis:
+            dim += ndim - specified
+        elif isinstance(item, (int, slice)) and not isinstance(item, bool):
+            if dim >= ndim:
+                raise IndexError(f"too many indices for tensor of dimension {ndim}")
+            dim += 1
+
+
 def get_slice(file: SafeFile, name: str, index: Any, device: Device) -> Any:
     """torch indexing rules: read only the needed bytes for ints/slices/..., else index in torch."""
     if not device.is_cpu:
@@ -201,6 +226,7 @@ def get_slice(file: SafeFile, name: str, index: Any, device: Device) -> Any:
                 tensor=name,
                 shape=info.shape,
             )
+        _check_ellipses(index, len(info.shape))
         t = to_torch(file.raw(name))[index]
     return t if device.is_cpu else t.to(torch_device(device))
 
