@@ -179,7 +179,7 @@ class AtomicFileSink:
     The rename is atomic for every reader and against the writer being killed at any point.
     ``durable=True`` adds ``fsync`` of the file before the rename and of the directory after,
     so the new file also survives a power loss; it costs the time to write the whole file to
-    the disk (measured 1.9x a save's time, benchmarks/RESULTS.md).  ``None`` means
+    the disk (measured 1.1-2.8x the time of a 512 MiB save, benchmarks/RESULTS.md).  ``None`` means
     ``default_durable()``.
     """
 
