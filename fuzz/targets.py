@@ -138,18 +138,6 @@ def target_faces(data: bytes, rng: random.Random) -> None:
         raise FuzzBug("torch.load and numpy.load disagree on the tensor names")
 
 
-def _torch_may_overflow(shape: Any, index: Any) -> bool:
-    """Whether torch's offset arithmetic for ``index`` may wrap int64: products of max(dim, 1),
-    times up to 16-byte items, times the largest slice step."""
-    extent, step = 1, 1
-    for d in shape:
-        extent *= max(int(d), 1)
-    for item in index if isinstance(index, tuple) else (index,):
-        if isinstance(item, slice) and isinstance(item.step, int):
-            step = max(step, abs(item.step))
-    return extent * 16 * step > (1 << 63) - 1
-
-
 def _torch_bytes(t: Any) -> Any:
     import torch
 
@@ -168,6 +156,7 @@ def target_open_torch(data: bytes, rng: random.Random) -> None:
         import torch
 
         from pysafetensors._adapters.torch import _check_ellipses as check_ellipses
+        from pysafetensors._adapters.torch import _torch_index_may_overflow as torch_may_overflow
     except ImportError:
         return
     warnings.simplefilter("ignore", UserWarning)  # torch: list-as-tuple index deprecation
@@ -179,7 +168,7 @@ def target_open_torch(data: bytes, rng: random.Random) -> None:
             sl = f.get_slice(name)
             for _ in range(3):
                 index = random_index(rng, full.ndim)
-                if _torch_may_overflow(full.shape, index):
+                if torch_may_overflow(tuple(full.shape), index):
                     # Torch computes strides and offsets in wrapping int64 here: its indexing
                     # gives e.g. "invalid storage offset -14", negative strides or worse, so it
                     # is no oracle.  get_slice must still answer cleanly.

@@ -11,7 +11,9 @@ import errno
 import mmap
 import os
 import stat
+import sys
 import threading
+from functools import cache
 from typing import Any, BinaryIO, Protocol, runtime_checkable
 
 from ..errors import FileClosed, SourceError
@@ -51,24 +53,20 @@ def _open_fd(path: str | os.PathLike[str]) -> int:
     return fd
 
 
-_MINCORE: list[Any] = []
-
-
+@cache
 def _libc_mincore() -> Any:
     """libc ``mincore`` through ctypes (Linux only), looked up once; None elsewhere."""
-    if not _MINCORE:
-        fn = None
-        if os.uname().sysname == "Linux":
-            try:
-                import ctypes
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        import ctypes
 
-                fn = ctypes.CDLL(None, use_errno=True).mincore
-                fn.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]
-                fn.restype = ctypes.c_int
-            except (OSError, AttributeError):
-                fn = None
-        _MINCORE.append(fn)
-    return _MINCORE[0]
+        fn = ctypes.CDLL(None, use_errno=True).mincore
+        fn.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]
+        fn.restype = ctypes.c_int
+    except (OSError, AttributeError):
+        return None
+    return fn
 
 
 class MmapSource:
