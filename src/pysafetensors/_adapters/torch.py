@@ -181,29 +181,65 @@ def _torch_index_may_overflow(shape: tuple[int, ...], index: Any) -> bool:
     return _extent(shape) * 16 * step > _INT64_MAX
 
 
-def _check_ellipses(index: Any, ndim: int) -> None:
-    """Refuse what torch would read out of bounds: with two or more ``...`` each one skips
-    (ndim - specified) dims, and torch's fast path for a later int index reads the size of a
-    dim past the last one before checking it (the fuzzer's rare segfault, in
-    ``at::indexing::impl::applySelect``).  Such an index gets torch's own "too many indices"
-    IndexError; one that stays in range is left to torch, whose semantics upstream keeps."""
+def _full_slice(item: slice) -> bool:
+    """``:`` as torch's slice fast path sees it: start 0, step 1, stop at least int64's max."""
+    return (
+        item.start in (None, 0)
+        and item.step in (None, 1)
+        and (item.stop is None or (isinstance(item.stop, int) and item.stop >= _INT64_MAX))
+    )
+
+
+def _dim_error(dim: int, ndim: int) -> IndexError:
+    return IndexError(f"Dimension out of range (expected to be in range of [{-ndim}, {ndim - 1}], but got {dim})")
+
+
+def _expand_ellipses(index: Any, ndim: int) -> Any:
+    """An index with two or more ``...`` rewritten without them, as torch means it.
+
+    Torch skips (ndim - specified) dims at each ``...``, so later items can land past the last
+    dim, where its fast paths read the size of a dim that does not exist before checking it
+    (the fuzzer's rare segfault, in ``at::indexing::impl::applySelect``).  Here each ``...``
+    becomes the ``:`` it stands for; a ``:`` past the end is dropped (torch returns the tensor
+    unchanged there) and anything else past the end gets torch's own IndexError, so torch is
+    only ever asked an in-range index.  Indexes with at most one ``...`` are returned as given.
+    """
     items = index if isinstance(index, tuple) else (index,)
     if sum(1 for i in items if i is Ellipsis) < 2:
-        return
+        return index
     if any(not (i is None or i is Ellipsis or isinstance(i, (int, slice))) for i in items):
         raise IndexError(
-            "an index with more than one ellipsis ('...') may only hold ints, slices and None "
+            "an index with more than one ellipsis ('...') may only hold ints, slices, bools and None "
             "(torch mis-indexes the others)"
         )
     specified = sum(1 for i in items if isinstance(i, (int, slice)) and not isinstance(i, bool))
-    dim = 0
+    if specified > ndim:
+        return index  # torch refuses it up front ("too many indices"), before any lookup
+    out: list[Any] = []
+    dim, rdim = 0, ndim  # torch's position and the current result's rank
     for item in items:
         if item is Ellipsis:
-            dim += ndim - specified
-        elif isinstance(item, (int, slice)) and not isinstance(item, bool):
-            if dim >= ndim:
-                raise IndexError(f"too many indices for tensor of dimension {ndim}")
+            for _ in range(ndim - specified):
+                if dim < rdim:
+                    out.append(slice(None))
+                dim += 1
+        elif item is None or isinstance(item, bool):  # unsqueeze here (then a bool mask)
+            if dim > rdim:
+                raise _dim_error(dim, rdim + 1)
+            out.append(item)
+            dim, rdim = dim + 1, rdim + 1
+        elif isinstance(item, int):  # select: the dim goes away
+            if dim >= rdim:
+                raise _dim_error(dim, rdim)
+            out.append(item)
+            rdim -= 1
+        else:
+            if dim >= rdim and not _full_slice(item):
+                raise _dim_error(dim, rdim)
+            if dim < rdim:
+                out.append(item)
             dim += 1
+    return tuple(out)
 
 
 def get_slice(file: SafeFile, name: str, index: Any, device: Device) -> Any:
@@ -211,6 +247,7 @@ def get_slice(file: SafeFile, name: str, index: Any, device: Device) -> Any:
     if not device.is_cpu:
         require_available(device)
     info = file.info(name)
+    index = _expand_ellipses(index, len(info.shape))
     explicit = [i for i in (index if isinstance(index, tuple) else (index,)) if i is not Ellipsis]
     in_range = all(
         not isinstance(i, int) or -d <= i < d for i, d in zip(explicit, info.shape)
@@ -226,7 +263,6 @@ def get_slice(file: SafeFile, name: str, index: Any, device: Device) -> Any:
                 tensor=name,
                 shape=info.shape,
             )
-        _check_ellipses(index, len(info.shape))
         t = to_torch(file.raw(name))[index]
     return t if device.is_cpu else t.to(torch_device(device))
 
