@@ -7,6 +7,7 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ._gcpause import paused_gc
 from .errors import SerializeError, UnknownDtype, UnsupportedValue
 from .format.dtypes import DType, by_code, by_spec_name
 from .handle import open_bytes
@@ -123,6 +124,7 @@ def _items(tensor_dict: Mapping[str, Any]) -> list[WriteItem]:
     return [_item(k, v) for k, v in tensor_dict.items()]
 
 
+@paused_gc()
 def serialize(
     tensor_dict: Mapping[str, Any], metadata: Mapping[str, str] | None = None, *, alignment: int = 8
 ) -> bytes:
@@ -132,6 +134,7 @@ def serialize(
     return write_bytes(_items(tensor_dict), metadata, alignment)
 
 
+@paused_gc()
 def serialize_file(
     tensor_dict: Mapping[str, Any],
     filename: str | os.PathLike[str],

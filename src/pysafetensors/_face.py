@@ -11,6 +11,7 @@ from types import ModuleType
 from typing import Any, Protocol
 
 from ._device import parse_device
+from ._gcpause import paused_gc
 from .errors import UnsupportedValue
 from .handle import open_bytes, safe_open
 from .writer import WriteItem, write_bytes, write_file
@@ -23,10 +24,12 @@ def _items(adapter: ModuleType, tensors: Mapping[str, Any], kind: str) -> list[W
     return [adapter.to_write_item(name, value) for name, value in tensors.items()]
 
 
+@paused_gc()
 def save(adapter: ModuleType, kind: str, tensors: Mapping[str, Any], metadata: Mapping[str, str] | None) -> bytes:
     return write_bytes(_items(adapter, tensors, kind), metadata)
 
 
+@paused_gc()
 def save_file(
     adapter: ModuleType,
     kind: str,

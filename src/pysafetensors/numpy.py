@@ -17,6 +17,7 @@ import numpy as np
 
 from ._adapters.numpy import to_numpy, to_write_item
 from ._api import TensorSpec, deserialize, serialize, serialize_file  # noqa: F401 - upstream's module has them
+from ._gcpause import paused_gc
 from .handle import open_bytes, safe_open
 from .writer import write_bytes, write_file
 
@@ -29,12 +30,14 @@ def _items(tensor_dict: Mapping[str, np.ndarray]) -> list[Any]:
     return [to_write_item(k, v) for k, v in tensor_dict.items()]
 
 
+@paused_gc()
 def save(tensor_dict: Mapping[str, np.ndarray], metadata: Mapping[str, str] | None = None, *, alignment: int = 8) -> bytes:
     """Serialize arrays to safetensors bytes.  Fortran-order, strided and big-endian
     arrays are written in logical C order, little-endian; the inputs are never modified."""
     return write_bytes(_items(tensor_dict), metadata, alignment)
 
 
+@paused_gc()
 def save_file(
     tensor_dict: Mapping[str, np.ndarray],
     filename: str | os.PathLike[str],

@@ -15,6 +15,7 @@ import threading
 from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from typing import Any
 
+from ._gcpause import paused_gc
 from .errors import FileClosed, InvalidIndex, SerializeError, TensorNotFound
 from .format.header import HEADER_CAP, TensorInfo
 from .format.index import (
@@ -231,6 +232,7 @@ def open_file(
 # --- writing ------------------------------------------------------------------------------
 
 
+@paused_gc()
 def write_sharded(
     items: Sequence[WriteItem],
     directory: str | os.PathLike[str],

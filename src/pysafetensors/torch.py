@@ -15,6 +15,7 @@ from typing import Any
 from ._adapters.torch import dtype_of, to_torch, to_write_item
 from ._api import TensorSpec, deserialize, serialize, serialize_file  # noqa: F401 - upstream's module has them
 from ._device import parse_device
+from ._gcpause import paused_gc
 from ._optional import require
 from .handle import open_bytes, safe_open
 from .writer import write_bytes, write_file
@@ -193,11 +194,13 @@ def _items(tensors: Any) -> list[Any]:
     return items
 
 
+@paused_gc()
 def save(tensors: dict[str, Any], metadata: Mapping[str, str] | None = None, *, alignment: int = 8) -> bytes:
     """Serialize tensors to safetensors bytes."""
     return write_bytes(_items(tensors), metadata, alignment)
 
 
+@paused_gc()
 def save_file(
     tensors: dict[str, Any],
     filename: str | os.PathLike[str],
@@ -234,6 +237,7 @@ def save_model(model: Any, filename: str, metadata: dict[str, str] | None = None
         ) from e
 
 
+@paused_gc()
 def save_sharded(
     tensors: dict[str, Any],
     directory: str | os.PathLike[str],

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
 
+from ._gcpause import paused_gc
 from .errors import IncompleteWrite, SerializeError, TensorNotFound, WriteError
 from .format.dtypes import BY_CODE, DType, by_spec_name
 from .format.layout import LayoutEntry, WriteLayout, plan_layout
@@ -77,6 +78,7 @@ def stream(layout: WriteLayout, items: Mapping[str, WriteItem], sink: Any) -> No
         sink.write(batch)
 
 
+@paused_gc()
 def write_bytes(items: Iterable[WriteItem], metadata: Mapping[str, str] | None = None, alignment: int = 8) -> bytes:
     """Serialize to one bytes object."""
     layout, by_name = plan(items, metadata, alignment)
@@ -85,6 +87,7 @@ def write_bytes(items: Iterable[WriteItem], metadata: Mapping[str, str] | None =
     return b"".join(parts)  # one copy, straight into the result
 
 
+@paused_gc()
 def write_file(
     items: Iterable[WriteItem],
     path: Any,

@@ -6,13 +6,13 @@ plus ``Metadata::validate``), so a file is accepted here exactly when upstream a
 
 from __future__ import annotations
 
-import gc
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from math import prod
 from typing import Any, NamedTuple
 
+from .._gcpause import paused_gc
 from ..errors import (
     HeaderTooLarge,
     HeaderTooSmall,
@@ -193,13 +193,8 @@ def parse_header(header: bytes | bytearray | memoryview, file_size: int) -> Head
         ) from None
     # A big header allocates ~3 containers per tensor: generational GC passes over the
     # growing, cycle-free structure dominated parse time (2-3x), so pause it while parsing.
-    gc_was_enabled = gc.isenabled()
-    gc.disable()
-    try:
+    with paused_gc():
         return _fast_header(text, n, file_size) or _careful_header(text, n, file_size)
-    finally:
-        if gc_was_enabled:
-            gc.enable()
 
 
 def _careful_header(text: str, n: int, file_size: int) -> Header:
