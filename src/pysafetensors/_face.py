@@ -88,12 +88,14 @@ def make_save_sharded(adapter: ModuleType, kind: str, what: str, module: str) ->
     return save_sharded
 
 
+@paused_gc()
 def load(adapter: ModuleType, data: Any, device: Any = "cpu") -> dict[str, Any]:
     dev = parse_device(device)
     adapter.check_device(dev)
     return {raw.name: adapter.from_raw(raw, dev) for raw in open_bytes(data).raw_all()}
 
 
+@paused_gc()
 def load_file(framework: str, filename: Any, device: Any = "cpu", backend: str | None = None) -> dict[str, Any]:
     with safe_open(filename, framework=framework, device=device, backend=backend) as f:
         return f.get_tensors()

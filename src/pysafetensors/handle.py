@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from ._adapters import load_adapter
 from ._device import parse_device
+from ._gcpause import paused_gc
 from .errors import BYTES_PREFIX, HeaderError, InvalidBackend
 from .io.fstype import default_backend
 from .io.sources import BACKENDS, MemorySource
@@ -124,6 +125,7 @@ class safe_open:
         """The whole tensor ``name`` in the handle's framework and device."""
         return self._adapter.from_raw(self._file.raw(name), self._device)
 
+    @paused_gc()
     def get_tensors(self, *, threads: int | None = None) -> dict[str, Any]:
         """Every tensor, keyed by name, in file order.
 

@@ -51,11 +51,13 @@ def save_file(
     write_file(_items(tensor_dict), filename, metadata, alignment, durable=durable)
 
 
+@paused_gc()
 def load(data: bytes) -> dict[str, np.ndarray]:
     """Load arrays from safetensors bytes (zero-copy, read-only views of ``data``)."""
     return {raw.name: to_numpy(raw) for raw in open_bytes(data).raw_all()}
 
 
+@paused_gc()
 def load_file(
     filename: str | os.PathLike[str], *, backend: str | None = None, threads: int | None = None
 ) -> dict[str, np.ndarray]:

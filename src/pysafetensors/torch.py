@@ -274,11 +274,13 @@ def save_sharded(
 # --- load ---------------------------------------------------------------------------------
 
 
+@paused_gc()
 def load(data: bytes) -> dict[str, Any]:
     """Load tensors from safetensors bytes (CPU)."""
     return {raw.name: to_torch(raw) for raw in open_bytes(data).raw_all()}
 
 
+@paused_gc()
 def load_file(
     filename: str | os.PathLike[str], device: Any = "cpu", *, backend: str | None = None, threads: int | None = None
 ) -> dict[str, Any]:
