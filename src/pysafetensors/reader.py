@@ -187,9 +187,11 @@ class SafeFile:
         region.  A cached file (64 pages probed with ``mincore``) gets ``MADV_POPULATE_READ``:
         its page tables are filled in one call, ~8 ms per 512 MiB, instead of a fault per
         page when the tensors are first touched (~60 ms).  Otherwise ``MADV_WILLNEED``: a cold
-        file's readahead starts at once, ahead of the caller's (possibly multi-threaded,
-        out-of-order) page faults.  Measured alternatives (benchmarks/RESULTS.md): populating
-        a cold file is synchronous and was slower; MADV_RANDOM 10x slower.
+        file's first readahead starts at once (the kernel caps one hint at the readahead
+        window or the device's largest request, 8 MiB on the benchmark machine; the first
+        touches carry it on).  Measured alternatives (benchmarks/RESULTS.md): populating a
+        cold file is synchronous and was slower; hinting the whole region in 8 MiB pieces
+        was slower; MADV_RANDOM 10x slower.
         Other sources read the data region into one buffer with ``threads``
         parallel reads (default: the CPUs available), and every tensor views that buffer.
         """
