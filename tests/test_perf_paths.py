@@ -235,12 +235,35 @@ def test_fast_header_agrees_with_careful_path(tmp_path: Any) -> None:
         lambda t: t.replace(b"{", b'{"__metadata__":null,', 1),  # duplicate __metadata__
         lambda t: t.replace(b'"F32"', b'"F33"', 1),
         lambda t: t.replace(b"[8,16]", b"[9,16]", 1),
+        # What the loop checks by structure, not by scanning the text (sum() over the dims,
+        # exceptions from unpacking and lookups):
+        lambda t: t.replace(b'"shape":[2]', b'"shape":[true,2]', 1),  # bool dims: 1 to Python
+        lambda t: t.replace(b'"shape":[2]', b'"shape":[2.0]', 1),
+        lambda t: t.replace(b'"shape":[2]', b'"shape":["2"]', 1),
+        lambda t: t.replace(b'"shape":[2]', b'"shape":[[2]]', 1),
+        lambda t: t.replace(b'"shape":[2]', b'"shape":[null]', 1),
+        lambda t: t.replace(b'"shape":[2]', b'"shape":{}', 1),  # sum({}) is 0: must not pass
+        lambda t: t.replace(b'"shape":[2]', b'"shape":[2,-1,-1]', 1),  # product 2, negative dims
+        lambda t: t.replace(b'"shape":[2]', b'"shape":[NaN]', 1),
+        lambda t: t.replace(b'"shape":[2]', b'"shape":[Infinity]', 1),
+        lambda t: t.replace(b'"format":"pt"', b'"format":NaN', 1),
+        lambda t: t.replace(b'"dtype":"F32"', b'"dtype":["F32"]', 1),  # unhashable code
+        lambda t: t.replace(b'"dtype":"F32"', b'"dtype":32', 1),
+        lambda t: t.replace(b"[0,8]", b'"08"', 1),  # a 2-character string unpacks
+        lambda t: t.replace(b"[0,8]", b'{"0":0,"8":8}', 1),
+        lambda t: t.replace(b"[0,8]", b"[0,8,8]", 1),
+        lambda t: t.replace(b"[0,8]", b"[false,8]", 1),
+        lambda t: t.replace(b',"data_offsets":[0,8]', b',"offsets":[0,8]', 1),  # missing field
+        lambda t: t.replace(b'"format":"pt"', b'"format":"\\ud800"', 1),  # escaped lone surrogate
     ],
 )
 def test_fast_header_defers_unusual_headers(mutate: Any) -> None:
     header = {"__metadata__": {"format": "pt"}, "a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]},
               "b": {"dtype": "F32", "shape": [2], "data_offsets": [8, 16]}}
-    text = mutate(_header_bytes(header)).rstrip()
+    original = _header_bytes(header)
+    assert header_mod._fast_header(original.decode(), len(original), 8 + len(original) + 16) is not None
+    text = mutate(original).rstrip()
+    assert text != original.rstrip()
     text = text + b" " * ((8 - (8 + len(text)) % 8) % 8)
     fast, careful = _parse_both(text, 8 + len(text) + 16)
     assert fast is None
