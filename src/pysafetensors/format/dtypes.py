@@ -22,6 +22,11 @@ class DType:
     spec_name: str | None
     kind: str  # "bool", "int", "uint", "float", "complex"
 
+    def __hash__(self) -> int:
+        # The code identifies a dtype; the generated hash would hash all seven fields on
+        # every cached lookup (once per tensor when loading).
+        return hash(self.code)
+
     @property
     def packed(self) -> bool:
         """True for sub-byte dtypes whose elements share bytes (F4, F6)."""
