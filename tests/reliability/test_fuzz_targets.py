@@ -240,6 +240,10 @@ def test_torch_get_slice_never_hands_torch_an_out_of_range_multi_ellipsis_index(
         with pytest.raises(IndexError, match="may only hold ints, slices, bools and None"):
             f.get_slice("u")[..., [0], ...]
         full = f.get_tensor("u")
+        # numpy integers are ints to torch, there too
+        assert torch.equal(f.get_slice("u")[..., np.int64(1), ...], full[..., 1, ...])
+        with pytest.raises(IndexError, match="Dimension out of range"):
+            f.get_slice("u")[..., ..., np.int32(0)]
         # ':' past the end: torch's no-op, kept (what CI's hypothesis run found torch doing).
         assert torch.equal(f.get_slice("u")[..., ..., :], full)
         assert torch.equal(f.get_slice("u")[..., 1, ..., :], full[:, 1])

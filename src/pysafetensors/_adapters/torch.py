@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from functools import cache
+from numbers import Integral
 from typing import Any
 
 from .._device import Device
@@ -209,6 +210,8 @@ def _expand_ellipses(index: Any, ndim: int) -> Any:
     items = index if isinstance(index, tuple) else (index,)
     if sum(1 for i in items if i is Ellipsis) < 2:
         return index
+    # numpy integers index like ints in torch (bools, numpy's included, are not Integral).
+    items = tuple(int(i) if isinstance(i, Integral) and not isinstance(i, bool) else i for i in items)
     if any(not (i is None or i is Ellipsis or isinstance(i, (int, slice))) for i in items):
         raise IndexError(
             "an index with more than one ellipsis ('...') may only hold ints, slices, bools and None "
