@@ -12,7 +12,7 @@ import pytest
 
 import pysafetensors
 from pysafetensors import numpy as stnp
-from pysafetensors._gcpause import paused_gc
+from pysafetensors.format._gcpause import paused_gc
 
 
 @pytest.fixture

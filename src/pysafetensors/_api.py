@@ -7,8 +7,8 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ._gcpause import paused_gc
 from .errors import SerializeError, UnknownDtype, UnsupportedValue
+from .format._gcpause import paused_gc
 from .format.dtypes import DType, by_code, by_spec_name
 from .handle import open_bytes
 from .writer import WriteItem, write_bytes, write_file

@@ -11,8 +11,8 @@ from types import ModuleType
 from typing import Any, Protocol
 
 from ._device import parse_device
-from ._gcpause import paused_gc
 from .errors import UnsupportedValue
+from .format._gcpause import paused_gc
 from .handle import open_bytes, safe_open
 from .writer import WriteItem, write_bytes, write_file
 

@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING, Any
 
 from ._adapters import load_adapter
 from ._device import parse_device
-from ._gcpause import paused_gc
 from .errors import BYTES_PREFIX, HeaderError, InvalidBackend
+from .format._gcpause import paused_gc
 from .io.fstype import default_backend
 from .io.sources import BACKENDS, MemorySource
 from .reader import SafeFile

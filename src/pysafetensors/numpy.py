@@ -17,7 +17,7 @@ import numpy as np
 
 from ._adapters.numpy import to_numpy, to_write_item
 from ._api import TensorSpec, deserialize, serialize, serialize_file  # noqa: F401 - upstream's module has them
-from ._gcpause import paused_gc
+from .format._gcpause import paused_gc
 from .handle import open_bytes, safe_open
 from .writer import write_bytes, write_file
 

@@ -15,8 +15,8 @@ import threading
 from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from typing import Any
 
-from ._gcpause import paused_gc
 from .errors import FileClosed, InvalidIndex, SerializeError, TensorNotFound
+from .format._gcpause import paused_gc
 from .format.header import HEADER_CAP, TensorInfo
 from .format.index import (
     DEFAULT_MAX_SHARD_SIZE,

@@ -15,8 +15,8 @@ from typing import Any
 from ._adapters.torch import dtype_of, to_torch, to_write_item
 from ._api import TensorSpec, deserialize, serialize, serialize_file  # noqa: F401 - upstream's module has them
 from ._device import parse_device
-from ._gcpause import paused_gc
 from ._optional import require
+from .format._gcpause import paused_gc
 from .handle import open_bytes, safe_open
 from .writer import write_bytes, write_file
 

@@ -10,8 +10,8 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
 
-from ._gcpause import paused_gc
 from .errors import IncompleteWrite, SerializeError, TensorNotFound, WriteError
+from .format._gcpause import paused_gc
 from .format.dtypes import BY_CODE, DType, by_spec_name
 from .format.layout import LayoutEntry, WriteLayout, plan_layout
 from .io.sinks import AtomicFileSink

@@ -12,7 +12,6 @@ from dataclasses import dataclass
 from math import prod
 from typing import Any, NamedTuple
 
-from .._gcpause import paused_gc
 from ..errors import (
     HeaderTooLarge,
     HeaderTooSmall,
@@ -25,6 +24,7 @@ from ..errors import (
     TensorSizeMismatch,
     ValidationOverflow,
 )
+from ._gcpause import paused_gc
 from .dtypes import BY_CODE, CODES, DType
 from .json_compat import SURROGATE_ESCAPE, JsonObject, decode_header_json, has_lone_surrogate
 

@@ -1,6 +1,7 @@
 """Pause Python's cyclic garbage collector around work that allocates many acyclic objects.
 
-A leaf utility (stdlib only), usable from every layer including the format core.
+Stdlib only, and in the bottom layer (format/) so that every layer may use it, the header
+parser included, without format/ importing anything outside itself.
 
 Saving or parsing thousands of tensors allocates a few objects per tensor, none of them in
 cycles.  Those allocations trip generational collections, and once torch (or another large
