@@ -2,10 +2,12 @@
 
     python benchmarks/run.py                  # issue-sized workloads (512 MiB files...)
     python benchmarks/run.py --quick          # tiny smoke run (seconds)
-    python benchmarks/run.py -w load_torch -n 7
+    python benchmarks/run.py -w 1 -w 8 -n 7  # some workloads, 7 samples each
 
 Every sample is a fresh process (``worker.py``); the two implementations alternate sample by
-sample so background load hits both alike.  Reports the median seconds of each (and the best
+sample so background load hits both alike, and each sample starts after a pause (``--settle``,
+3 s) so that it meets the memory state of an idle machine rather than whatever the sample
+before it freed.  Reports the median seconds of each (and the best
 sample of each, for the code's own cost when the machine adds nothing), the ratio
 ours/upstream, the peak RSS of the sample processes (``os.wait4`` rusage, from the OS) and
 workload facts (RSS growth while saving, bytes read from disk for a slice).
@@ -132,13 +134,19 @@ def workloads(data: str, quick: bool) -> list[Workload]:
     ]
 
 
-def sample(w: Workload, impl: str) -> dict[str, Any]:
+def sample(w: Workload, impl: str, settle: float = 0.0) -> dict[str, Any]:
     if w.cold:
         _evict(w.args["path"])
     elif "path" in w.args:
         _warm(w.args["path"])
     if w.worker.startswith("save"):
         os.sync()  # no dirty pages left from the previous sample to throttle this one
+    if settle:
+        # Let the machine's memory reach its idle state before the sample: on a VM with free
+        # page reporting, memory the previous sample freed is handed back to the host after
+        # ~2 s and costs a host fault per page when reused; without a pause a sample's cost
+        # depends on what the sample before it freed (RESULTS.md, "Why the numbers swing").
+        time.sleep(settle)
     env = dict(os.environ, PYTHONHASHSEED="0")
     with tempfile.TemporaryFile() as errf:
         proc = subprocess.Popen(
@@ -206,9 +214,18 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("-n", "--samples", type=int, default=None, help="samples per implementation (default 5; quick 1)")
     p.add_argument("-w", "--workload", action="append", help="run only these workload keys (1, 2, 4a, ...)")
     p.add_argument("--data", default=os.environ.get("BENCH_DATA", os.path.join(os.path.dirname(HERE), "bench-data")))
+    p.add_argument(
+        "--settle",
+        type=float,
+        default=None,
+        help="seconds to sleep before each sample, so every sample starts from an idle machine's "
+        "memory state (default 3; quick 0)",
+    )
     p.add_argument("--json", dest="json_out", help="also write every sample to this JSON file")
     opts = p.parse_args(argv)
     samples = opts.samples or (1 if opts.quick else 5)
+    if opts.settle is None:
+        opts.settle = 0.0 if opts.quick else 3.0
     os.makedirs(opts.data, exist_ok=True)
     started = time.time()
     ws = workloads(opts.data, opts.quick)
@@ -221,13 +238,13 @@ def main(argv: list[str] | None = None) -> int:
             # Alternate which implementation goes first, so neither always runs warmer.
             order = impls if i % 2 == 0 else impls[::-1]
             for impl in order:
-                w.samples[impl].append(sample(w, impl))
+                w.samples[impl].append(sample(w, impl, opts.settle))
         print(f"workload {w.key} done", file=sys.stderr)
     load = os.getloadavg()
     print(
         f"machine: {platform.machine()}, {os.cpu_count()} CPUs, python {platform.python_version()}, "
         f"load average before/after run: {load[2]:.2f}/{load[0]:.2f}; "
-        f"{samples} samples each; {time.time() - started:.0f} s total"
+        f"{samples} samples each; settle {opts.settle:g} s; {time.time() - started:.0f} s total"
     )
     print(report(ws))
     if opts.json_out:
