@@ -185,13 +185,13 @@ class SafeFile:
 
         View sources (mmap) hand out zero-copy views after one hint for the whole data
         region.  A cached file (64 pages probed with ``mincore``) gets ``MADV_POPULATE_READ``:
-        its page tables are filled in one call, ~8 ms per 512 MiB, instead of a fault per
-        page when the tensors are first touched (~60 ms).  Otherwise ``MADV_WILLNEED``: a cold
-        file's first readahead starts at once (the kernel caps one hint at the readahead
-        window or the device's largest request, 8 MiB on the benchmark machine; the first
-        touches carry it on).  Measured alternatives (benchmarks/RESULTS.md): populating a
-        cold file is synchronous and was slower; hinting the whole region in 8 MiB pieces
-        was slower; MADV_RANDOM 10x slower.
+        its page tables are filled in one call instead of a fault per 64 KiB when the tensors
+        are first touched.  Otherwise the whole region is read ahead at once (the source's
+        ``prefetch``: ``MADV_WILLNEED`` in pieces the kernel does not cut short), so the disk
+        works on all of it while the tensors are built and touched.  Measured alternatives
+        (benchmarks/RESULTS.md): one ``MADV_WILLNEED`` (the kernel reads 8 MiB of it, faults
+        carry on in 2 MiB folios) was 2-3x slower on an idle machine; populating a cold file
+        is synchronous and was slower; ``MADV_RANDOM`` 10x slower.
         Other sources read the data region into one buffer with ``threads``
         parallel reads (default: the CPUs available), and every tensor views that buffer.
         """
@@ -208,7 +208,11 @@ class SafeFile:
                     # fault per page when the tensors are first touched.
                     advise(header.data_start, total, _MADV_POPULATE_READ)
                 else:
-                    advise(header.data_start, total, mmap.MADV_WILLNEED)
+                    prefetch = getattr(self.source, "prefetch", None)
+                    if prefetch is not None:
+                        prefetch(header.data_start, total)
+                    else:
+                        advise(header.data_start, total, mmap.MADV_WILLNEED)
             region = self.source.view(header.data_start, total)
             for t in header.tensors:
                 yield RawTensor(t.name, t.dtype, t.shape, region[t.begin : t.end], True, self._writable_views)
