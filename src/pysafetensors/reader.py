@@ -208,11 +208,7 @@ class SafeFile:
                     # fault per page when the tensors are first touched.
                     advise(header.data_start, total, _MADV_POPULATE_READ)
                 else:
-                    prefetch = getattr(self.source, "prefetch", None)
-                    if prefetch is not None:
-                        prefetch(header.data_start, total)
-                    else:
-                        advise(header.data_start, total, mmap.MADV_WILLNEED)
+                    self.source.prefetch(header.data_start, total)  # advise's companion
             region = self.source.view(header.data_start, total)
             for t in header.tensors:
                 yield RawTensor(t.name, t.dtype, t.shape, region[t.begin : t.end], True, self._writable_views)
