@@ -92,6 +92,60 @@ def test_parallel_read_splits_into_chunks(tmp_path: Any, monkeypatch: pytest.Mon
     f.close()
 
 
+def _resident_pages(view: memoryview) -> int:
+    """How many pages of an anonymous buffer are faulted in (``mincore``)."""
+    import ctypes
+
+    from pysafetensors.io.sources import _libc_mincore
+
+    mincore = _libc_mincore()
+    if mincore is None:
+        pytest.skip("mincore is Linux-only")
+    page = os.sysconf("SC_PAGE_SIZE")
+    pages = -(-len(view) // page)
+    vec = (ctypes.c_ubyte * pages)()
+    address = ctypes.addressof(ctypes.c_char.from_buffer(view))
+    assert mincore(address, len(view), vec) == 0
+    return sum(b & 1 for b in vec)
+
+
+@pytest.mark.skipif(not hasattr(__import__("mmap"), "MAP_POPULATE"), reason="MAP_POPULATE is Linux-only")
+def test_alloc_populates_only_when_asked() -> None:
+    n = 4 << 20
+    populated = reader_mod.alloc(n)
+    lazy = reader_mod.alloc(n, populate=False)
+    pages = n // os.sysconf("SC_PAGE_SIZE")
+    assert _resident_pages(populated) == pages
+    assert _resident_pages(lazy) == 0
+    lazy[len(lazy) - 1] = 7  # still an ordinary writable buffer
+    assert lazy[len(lazy) - 1] == 7 and _resident_pages(lazy) == 1
+
+
+@pytest.mark.parametrize(("threads", "populated"), [(1, True), (3, False)])
+def test_bulk_pread_buffer_is_faulted_in_by_its_readers(tmp_path: Any, monkeypatch: pytest.MonkeyPatch, threads: int, populated: bool) -> None:
+    # One reader: populate the buffer in one call first (less CPU).  Several: leave the
+    # faults to the threads, which take them in parallel while they copy.
+    monkeypatch.setattr(reader_mod, "_READ_CHUNK", 1000)
+    calls: list[tuple[int, bool]] = []
+    real = reader_mod.alloc
+
+    def spy(nbytes: int, populate: bool = True) -> memoryview:
+        calls.append((nbytes, populate))
+        return real(nbytes, populate)
+
+    monkeypatch.setattr(reader_mod, "alloc", spy)
+    path = os.path.join(tmp_path, "x.safetensors")
+    upstream_np.save_file({"x": np.arange(5000, dtype=np.int32)}, path)
+    f = SafeFile(PreadSource(path))
+    raws = list(f.raw_all(threads=threads))
+    f.close()
+    assert calls == [(20000, populated)]
+    assert np.array_equal(np.frombuffer(raws[0].data, np.int32), np.arange(5000))
+    src = PreadSource(path)
+    assert reader_mod.read_workers(src, 20000, threads) == (1 if threads == 1 else 3)
+    src.close()
+
+
 def test_raw_all_on_a_closed_file_raises(tmp_path: Any) -> None:
     path = os.path.join(tmp_path, "x.safetensors")
     upstream_np.save_file({"x": np.arange(10, dtype=np.int32)}, path)
@@ -508,3 +562,21 @@ def test_bulk_load_populates_a_cached_file_and_reads_ahead_a_cold_one(tmp_path: 
         assert len(calls) == 1
     for k, v in arrays.items():
         np.testing.assert_array_equal(got[k], v)
+
+
+def test_big_single_tensor_pread_is_chunked_across_threads(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    # get_tensor (what transformers calls, one name at a time) reads a big tensor in parallel
+    # chunks too, into a buffer its readers fault in.
+    monkeypatch.setattr(reader_mod, "_READ_CHUNK", 1000)
+    monkeypatch.setattr(reader_mod, "default_threads", lambda: 2)
+    path = os.path.join(tmp_path, "x.safetensors")
+    upstream_np.save_file({"a": np.arange(7, dtype=np.int8), "x": np.arange(5000, dtype=np.int32)}, path)
+    src = CountingSource(path)
+    f = SafeFile(src)
+    src.reads.clear()
+    raw = f.raw("x")
+    assert len(src.reads) == 20 and sum(n for _, n in src.reads) == 20000
+    assert np.array_equal(np.frombuffer(raw.data, np.int32), np.arange(5000))
+    f.close()
+    with pytest.raises(Exception, match="closed"):
+        f.raw("x")

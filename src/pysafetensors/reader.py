@@ -64,19 +64,22 @@ class RawTensor(NamedTuple):
     writable: bool
 
 
-def alloc(nbytes: int) -> memoryview:
+def alloc(nbytes: int, populate: bool = True) -> memoryview:
     """A fresh writable buffer.  Large ones are anonymous maps: page aligned, no zero-fill pass.
 
-    Where the OS has ``MAP_POPULATE`` the pages are faulted in by one mmap call: a buffer
-    that is about to be filled completely costs ~35% less CPU than taking 131,072 separate
-    page faults for 512 MiB (measured, benchmarks/RESULTS.md).
+    With ``populate`` (and where the OS has ``MAP_POPULATE``) the pages are faulted in by one
+    mmap call: for a buffer one thread is about to fill, that costs ~35% less CPU than taking
+    131,072 separate page faults for 512 MiB.  A buffer several threads fill is better left
+    unpopulated: each thread faults in its own chunks while it copies, so the faults run in
+    parallel instead of in one thread before any copy starts (512 MiB with 2 threads:
+    0.19-0.29 s against 0.26-1.03 s populated; benchmarks/RESULTS.md).
     """
     if nbytes >= _BIG_BUFFER:
-        populate = getattr(mmap, "MAP_POPULATE", 0)
-        if populate:
-            flags = mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | populate
-            return memoryview(mmap.mmap(-1, nbytes, flags=flags))
-        return memoryview(mmap.mmap(-1, nbytes))
+        anonymous = getattr(mmap, "MAP_ANONYMOUS", None)
+        if anonymous is None:  # Windows: an anonymous map takes no flags
+            return memoryview(mmap.mmap(-1, nbytes))
+        flags = mmap.MAP_PRIVATE | anonymous | (getattr(mmap, "MAP_POPULATE", 0) if populate else 0)
+        return memoryview(mmap.mmap(-1, nbytes, flags=flags))
     return memoryview(bytearray(nbytes))
 
 
@@ -88,6 +91,14 @@ def default_threads() -> int:
         return max(1, os.cpu_count() or 1)
 
 
+def read_workers(source: Any, nbytes: int, threads: int | None = None) -> int:
+    """How many threads ``parallel_read`` uses for ``nbytes`` from ``source``."""
+    workers = default_threads() if threads is None else max(1, int(threads))
+    if workers == 1 or nbytes <= _READ_CHUNK or not getattr(source, "parallel_safe", False):
+        return 1
+    return min(workers, -(-nbytes // _READ_CHUNK))
+
+
 def parallel_read(source: Any, offset: int, buf: memoryview, threads: int | None = None) -> None:
     """Fill ``buf`` from ``source`` at ``offset``, with several threads when the source allows.
 
@@ -95,8 +106,8 @@ def parallel_read(source: Any, offset: int, buf: memoryview, threads: int | None
     Sources without a ``parallel_safe`` flag (file objects) are read in one call.
     """
     n = len(buf)
-    workers = default_threads() if threads is None else max(1, int(threads))
-    if workers == 1 or n <= _READ_CHUNK or not getattr(source, "parallel_safe", False):
+    workers = read_workers(source, n, threads)
+    if workers == 1:
         source.read_into(offset, buf)
         return
     from concurrent.futures import ThreadPoolExecutor  # lazily: 7 ms of imports
@@ -106,7 +117,7 @@ def parallel_read(source: Any, offset: int, buf: memoryview, threads: int | None
     def job(start: int) -> None:
         source.read_into(offset + start, buf[start : start + _READ_CHUNK])
 
-    with ThreadPoolExecutor(max_workers=min(workers, len(starts))) as pool:
+    with ThreadPoolExecutor(max_workers=workers) as pool:
         for _ in pool.map(job, starts):
             pass  # re-raises the first error
 
@@ -175,9 +186,11 @@ class SafeFile:
         if self._zero_copy:
             data = self.source.view(self._absolute(info), info.nbytes)
             return RawTensor(info.name, info.dtype, info.shape, data, True, self._writable_views)
-        buf = alloc(info.nbytes)
+        # A big tensor is read like a whole file: in chunks, by the CPUs available.
+        buf = alloc(info.nbytes, populate=read_workers(self.source, info.nbytes) == 1)
         if info.nbytes:
-            self._read(self._absolute(info), buf)
+            self.check_open()
+            parallel_read(self.source, self._absolute(info), buf)
         return RawTensor(info.name, info.dtype, info.shape, buf, False, True)
 
     def raw_all(self, threads: int | None = None) -> Iterator[RawTensor]:
@@ -213,7 +226,8 @@ class SafeFile:
             for t in header.tensors:
                 yield RawTensor(t.name, t.dtype, t.shape, region[t.begin : t.end], True, self._writable_views)
             return
-        buf = alloc(total)
+        # Several reading threads fault the buffer in themselves, in parallel (see alloc).
+        buf = alloc(total, populate=read_workers(self.source, total, threads) == 1)
         if total:
             self.check_open()
             parallel_read(self.source, header.data_start, buf, threads)
