@@ -30,7 +30,6 @@ _BLOCK_SLACK = 2
 _MAX_DIM = (1 << 63) - 1
 
 
-_MADV_POPULATE_READ = getattr(mmap, "MADV_POPULATE_READ", 22)  # Linux 5.14+; EINVAL (ignored) before
 
 
 def check_representable(name: str, shape: tuple[int, ...]) -> None:
@@ -196,10 +195,10 @@ class SafeFile:
     def raw_all(self, threads: int | None = None) -> Iterator[RawTensor]:
         """Every tensor in file order, planned from the header in one go.
 
-        View sources (mmap) hand out zero-copy views after one hint for the whole data
-        region.  A cached file (64 pages probed with ``mincore``) gets ``MADV_POPULATE_READ``:
-        its page tables are filled in one call instead of a fault per 64 KiB when the tensors
-        are first touched.  Otherwise the whole region is read ahead at once (the source's
+        View sources (mmap) hand out zero-copy views after one step for the whole data
+        region.  A cached file (64 pages probed with ``mincore``) is mapped in now, one byte
+        read per 64 KiB (the source's ``populate``; cheaper than ``MADV_POPULATE_READ``,
+        which walks every page), so the tensors' first touches take no faults.  Otherwise the whole region is read ahead at once (the source's
         ``prefetch``: ``MADV_WILLNEED`` in pieces the kernel does not cut short), so the disk
         works on all of it while the tensors are built and touched.  Measured alternatives
         (benchmarks/RESULTS.md): one ``MADV_WILLNEED`` (the kernel reads 8 MiB of it, faults
@@ -217,9 +216,9 @@ class SafeFile:
                 resident = getattr(self.source, "resident", None)
                 hot = total > 0 and resident is not None and resident(header.data_start, total)
                 if hot:
-                    # Cached already: fill the page tables in one call instead of taking a
-                    # fault per page when the tensors are first touched.
-                    advise(header.data_start, total, _MADV_POPULATE_READ)
+                    # Cached already: map it now, one fault per 64 KiB, rather than when the
+                    # tensors are first touched (see MmapSource.populate).
+                    self.source.populate(header.data_start, total)
                 else:
                     self.source.prefetch(header.data_start, total)  # advise's companion
             region = self.source.view(header.data_start, total)
