@@ -30,8 +30,6 @@ _BLOCK_SLACK = 2
 _MAX_DIM = (1 << 63) - 1
 
 
-
-
 def check_representable(name: str, shape: tuple[int, ...]) -> None:
     """Refuse a shape no 64-bit array library can represent (adapters call this before building
     an array: the format allows e.g. ``[2**64 - 1, 0]``, numpy and torch do not)."""
@@ -186,10 +184,11 @@ class SafeFile:
             data = self.source.view(self._absolute(info), info.nbytes)
             return RawTensor(info.name, info.dtype, info.shape, data, True, self._writable_views)
         # A big tensor is read like a whole file: in chunks, by the CPUs available.
-        buf = alloc(info.nbytes, populate=read_workers(self.source, info.nbytes) == 1)
+        workers = read_workers(self.source, info.nbytes)
+        buf = alloc(info.nbytes, populate=workers == 1)
         if info.nbytes:
             self.check_open()
-            parallel_read(self.source, self._absolute(info), buf)
+            parallel_read(self.source, self._absolute(info), buf, workers)
         return RawTensor(info.name, info.dtype, info.shape, buf, False, True)
 
     def raw_all(self, threads: int | None = None) -> Iterator[RawTensor]:
@@ -198,8 +197,8 @@ class SafeFile:
         View sources (mmap) hand out zero-copy views after one step for the whole data
         region.  A cached file (64 pages probed with ``mincore``) is mapped in now, one byte
         read per 64 KiB (the source's ``populate``; cheaper than ``MADV_POPULATE_READ``,
-        which walks every page), so the tensors' first touches take no faults.  Otherwise the whole region is read ahead at once (the source's
-        ``prefetch``: ``MADV_WILLNEED`` in pieces the kernel does not cut short), so the disk
+        which walks every page), so the tensors' first touches take no faults.  Otherwise the
+        whole region is read ahead at once (the source's ``prefetch``: ``MADV_WILLNEED`` in pieces the kernel does not cut short), so the disk
         works on all of it while the tensors are built and touched.  Measured alternatives
         (benchmarks/RESULTS.md): one ``MADV_WILLNEED`` (the kernel reads 8 MiB of it, faults
         carry on in 2 MiB folios) was 2-3x slower on an idle machine; populating a cold file
@@ -226,10 +225,11 @@ class SafeFile:
                 yield RawTensor(t.name, t.dtype, t.shape, region[t.begin : t.end], True, self._writable_views)
             return
         # Several reading threads fault the buffer in themselves, in parallel (see alloc).
-        buf = alloc(total, populate=read_workers(self.source, total, threads) == 1)
+        workers = read_workers(self.source, total, threads)
+        buf = alloc(total, populate=workers == 1)
         if total:
             self.check_open()
-            parallel_read(self.source, header.data_start, buf, threads)
+            parallel_read(self.source, header.data_start, buf, workers)
         for t in header.tensors:
             yield RawTensor(t.name, t.dtype, t.shape, buf[t.begin : t.end], False, True)
 
