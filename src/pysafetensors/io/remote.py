@@ -24,6 +24,7 @@ from .._optional import require
 from ..errors import FileClosed, MissingBackend, RangeNotSupported, RemoteError, SourceError
 from ._http_client import HttpClient
 from ._ranged import PREFETCH, RangedSource, coalesce
+from .redact import redact_url as _redact
 
 RETRY_STATUS = frozenset({408, 425, 429, 500, 502, 503, 504})
 _CONTENT_RANGE = re.compile(r"^\s*bytes\s+(?:(\d+)-(\d+)|\*)\s*/\s*(\d+|\*)\s*$", re.IGNORECASE)
@@ -34,15 +35,6 @@ _TRANSIENT = (
     http.client.HTTPException,  # IncompleteRead, RemoteDisconnected, BadStatusLine...
     urllib.error.URLError,
 )
-
-
-def _redact(url: str) -> str:
-    """The URL without credentials or query string (signed URLs carry secrets there)."""
-    p = urllib.parse.urlsplit(url)
-    host = p.hostname or ""
-    if p.port:
-        host = f"{host}:{p.port}"
-    return urllib.parse.urlunsplit((p.scheme, host, p.path, "", ""))
 
 
 class HTTPSource(RangedSource):

@@ -1,0 +1,38 @@
+"""How a URL is shown to people: without the secrets it may carry.
+
+Every place that prints or records a source's name (errors, CLI output, JSON, progress bars)
+goes through :func:`redact_url`, so a signed URL's query string or a ``user:pass@`` part never
+reaches a terminal or a log.
+"""
+
+from __future__ import annotations
+
+import re
+import urllib.parse
+
+_URL_IN_TEXT = re.compile(r"\b[A-Za-z][A-Za-z0-9+.\-]+://[^\s'\"<>]+")
+
+
+def redact_url(url: str) -> str:
+    """The URL without credentials, query string or fragment (signed URLs carry secrets there).
+
+    Text that is not a URL (a local path) is returned unchanged.
+    """
+    if "://" not in url:
+        return url
+    try:
+        p = urllib.parse.urlsplit(url)
+        host = p.hostname or ""
+        if p.port:
+            host = f"{host}:{p.port}"
+    except ValueError:  # an unparsable netloc (bad port): keep only the scheme
+        return url.split("://", 1)[0] + "://…"
+    return urllib.parse.urlunsplit((p.scheme, host, p.path, "", ""))
+
+
+def redact_text(text: str) -> str:
+    """``text`` with every URL inside it redacted (for messages that quote a URL)."""
+    return _URL_IN_TEXT.sub(lambda m: redact_url(m.group(0)), text)
+
+
+__all__ = ["redact_text", "redact_url"]
