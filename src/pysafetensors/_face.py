@@ -14,6 +14,8 @@ from collections.abc import Callable, Mapping
 from types import ModuleType
 from typing import Any, NamedTuple, Protocol
 
+from . import numpy  # noqa: F401 - re-exported by the faces, as upstream's import it
+from ._api import TensorSpec, deserialize, serialize, serialize_file  # noqa: F401 - re-exported by paddle
 from ._device import parse_device
 from .errors import UnsupportedValue
 from .format._gcpause import paused_gc

@@ -8,7 +8,7 @@ caller's dict is left untouched.
 from __future__ import annotations
 
 from ._adapters import mlx as _adapter
-from ._face import declare
+from ._face import declare, numpy, safe_open  # noqa: F401 - upstream's module has them
 
 __all__ = ["load", "load_file", "save", "save_file", "save_sharded"]
 

@@ -10,7 +10,7 @@ is left untouched.
 from __future__ import annotations
 
 from ._adapters import paddle as _adapter
-from ._face import declare
+from ._face import TensorSpec, declare, deserialize, numpy, safe_open, serialize, serialize_file  # noqa: F401 - upstream's module has them
 
 __all__ = ["load", "load_file", "save", "save_file", "save_sharded"]
 

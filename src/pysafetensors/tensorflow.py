@@ -8,7 +8,7 @@ variables are saved without a copy and the caller's dict is left untouched.
 from __future__ import annotations
 
 from ._adapters import tensorflow as _adapter
-from ._face import declare
+from ._face import declare, numpy, safe_open  # noqa: F401 - upstream's module has them
 
 __all__ = ["load", "load_file", "save", "save_file", "save_sharded"]
 
