@@ -26,7 +26,7 @@ FRAMEWORKS = ("torch", "jax", "flax", "tensorflow", "paddle", "mlx")
 def _python(code: str, tmp_path: Any, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
     proc = subprocess.run(
         [sys.executable, "-c", textwrap.dedent(code), *args], env=run_env(str(tmp_path / "hf")), cwd=tmp_path,
-        capture_output=True, text=True, timeout=240,
+        capture_output=True, text=True, timeout=240, check=False,
     )
     if check:
         assert proc.returncode == 0, proc.stderr[-4000:]
@@ -274,7 +274,7 @@ sys.exit(code)
 
 def _probe(tmp_path: Any, args: list[str], env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, *args], cwd=tmp_path, capture_output=True, text=True, timeout=120,
+        [sys.executable, *args], cwd=tmp_path, capture_output=True, text=True, timeout=120, check=False,
         env={**run_env(str(tmp_path / "hf")), **(env or {})},
     )
 
