@@ -14,6 +14,7 @@ import os
 from typing import Any
 
 import _fw_cases  # also imports paddle before tensorflow (see there)
+import numpy as np
 import pytest
 
 FACES = ["numpy", "torch", "flax", "tensorflow", "paddle", "mlx"]
@@ -102,3 +103,28 @@ def test_thin_faces_honour_alignment_and_durable(face: str, tmp_path: Any) -> No
         assert fh.read() == data
     assert _fw_cases.same(case.to_np(module.load_file(path, threads=2, backend="pread")["x"]),
                           _fw_cases.sample("F32", (3,)))
+
+
+@pytest.mark.parametrize("face", ["numpy", "torch"])
+def test_getdtype_agrees_with_upstream(face: str) -> None:
+    # torch.distributed.checkpoint calls safetensors.torch._getdtype on header codes.
+    from pysafetensors.format.dtypes import CODES
+
+    ours = importlib.import_module(f"pysafetensors.{face}")._getdtype
+    upstream = importlib.import_module(f"safetensors.{face}")._getdtype
+    known = 0
+    for code in CODES:
+        try:
+            theirs = upstream(code)
+        except KeyError:
+            continue  # upstream's table lacks it; ours may know more (documented)
+        known += 1
+        mine = ours(code)
+        assert (np.dtype(mine) == np.dtype(theirs)) if face == "numpy" else (mine == theirs), code
+    assert known >= 13
+    for bad in ("f32", "X", ""):
+        with pytest.raises(KeyError):
+            ours(bad)
+    if face == "torch":
+        with pytest.raises(KeyError):
+            ours("F6_E2M3")  # torch has no float6 type
