@@ -31,6 +31,8 @@ def run_env(hf_home: str) -> dict[str, str]:
         "TRANSFORMERS_VERBOSITY": "error",
         "TOKENIZERS_PARALLELISM": "false",
         "PYTHONDONTWRITEBYTECODE": "1",
+        # One string-hash seed for both sides: peft writes target_modules, a set, in hash order.
+        "PYTHONHASHSEED": "0",
     }
 
 
