@@ -23,7 +23,7 @@ log = logging.getLogger("mkdocs.hooks.include_files")
 INCLUDES: dict[str, tuple[str, bool]] = {
     "security-policy.md": ("SECURITY.md", True),
     "benchmarks.md": ("benchmarks/RESULTS.md", True),
-    "changelog.md": ("CHANGELOG.md", False),
+    "changelog.md": ("CHANGELOG.md", True),
 }
 # Repository paths those files may link to, and the page each one is in the site.
 LINK_TARGETS = {source: page for page, (source, _) in INCLUDES.items()}

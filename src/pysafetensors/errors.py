@@ -182,6 +182,10 @@ class MissingDependency(ImportError):
         return (type(self), (self.module, self.extra))
 
 
+class AliasConflict(SafetensorError, ImportError):
+    """``install_as_safetensors()`` found the real ``safetensors`` already imported in this process."""
+
+
 # --- checkpoint conversion (pysafetensors.convert) ---------------------------------------
 
 
