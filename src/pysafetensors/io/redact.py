@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 import urllib.parse
 
+_CHAIN = re.compile(r"::(?=[A-Za-z][A-Za-z0-9+.\-]*://)")  # not the "::" of an IPv6 host
 _URL_IN_TEXT = re.compile(r"\b[A-Za-z][A-Za-z0-9+.\-]+://[^\s'\"<>]+")
 
 
@@ -20,9 +21,14 @@ def redact_url(url: str) -> str:
     """
     if "://" not in url:
         return url
+    parts = _CHAIN.split(url)
+    if len(parts) > 1:  # an fsspec chain ("zip://member::s3://bucket/a.zip"): each link on its own
+        return "::".join(redact_url(part) for part in parts)
     try:
         p = urllib.parse.urlsplit(url)
         host = p.hostname or ""
+        if ":" in host:  # an IPv6 address keeps its brackets
+            host = f"[{host}]"
         if p.port:
             host = f"{host}:{p.port}"
     except ValueError:  # an unparsable netloc (bad port): keep only the scheme
