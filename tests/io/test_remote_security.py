@@ -195,3 +195,28 @@ def test_fsspec_chain_names_are_redacted(tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError) as e:
         safe_open(url, "np")
     assert str(e.value) == "No such file or directory: zip://m.safetensors::memory://pst-zip/missing.zip"
+
+
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        ("https://u:p@h.example/a/m.safetensors?X-Amz-Signature=s#frag", "https://h.example/a/m.safetensors"),
+        ("http://[::1]:8080/m.safetensors?sig=s", "http://[::1]:8080/m.safetensors"),
+        ("zip://m.safetensors::s3://key:secret@bucket/a.zip?v=1", "zip://m.safetensors::s3://bucket/a.zip"),
+        ("simplecache::memory://user:pw@x/m.safetensors", "simplecache::memory://x/m.safetensors"),
+        ("http://u:pw@127.0.0.1:notaport/m.safetensors?sig=s", "http://127.0.0.1:notaport/m.safetensors"),
+        ("http://u:pw@[::1/m.safetensors?sig=s", "http://[::1/m.safetensors"),
+        ("/local/dir/m.safetensors", "/local/dir/m.safetensors"),
+    ],
+)
+def test_redact_url(url: str, shown: str) -> None:
+    from pysafetensors.io.redact import redact_text, redact_url
+
+    assert redact_url(url) == shown
+    assert redact_text(f"failed: {url}: boom") == f"failed: {shown}: boom"
+
+
+def test_invalid_url_is_a_remote_error() -> None:
+    with pytest.raises(RemoteError, match=r"http://\[::1/m.safetensors: not a valid URL") as e:
+        HTTPSource("http://u:pw@[::1/m.safetensors?sig=s")
+    assert "pw" not in str(e.value) and "sig" not in str(e.value)

@@ -356,10 +356,12 @@ class ReplySchedule:
         return min(self.timeout, left) if left > 0 else None
 
 
+_OBJECT_PREFIX = re.compile(r"<[^<>]* object at 0x[0-9a-f]+>:?\s*|\b\w*(?:Connection|Pool)\([^()]*\):\s*")
+
+
 def describe_error(e: BaseException) -> str:
-    """An exception as one line, without urllib3's ``<... object at 0x...>:`` prefixes."""
-    text = re.sub(r"<[^<>]* object at 0x[0-9a-f]+>:?\s*", "", str(e)).strip() or type(e).__name__
-    return text
+    """An exception as one line, without urllib3's ``<... object at 0x...>:`` / ``Pool(host=...):`` prefixes."""
+    return _OBJECT_PREFIX.sub("", str(e)).strip() or type(e).__name__
 
 
 def final_url(url: str, history: Sequence[Any]) -> str:

@@ -71,8 +71,9 @@ def open_source(obj: Any, backend: str = "mmap", storage_options: Mapping[str, A
     """A ByteSource for a path, ``file://``/``http(s)://``/fsspec URL, bytes-like, file object or ByteSource.
 
     ``storage_options`` go to the remote source: for HTTP ``headers``, ``token``,
-    ``timeout``, ``retries``, ``backoff``, ``allow_full_download``...; for fsspec URLs the
-    filesystem's own options (``key``, ``secret``, ``client_kwargs``, ``anon``...).
+    ``timeout``, ``min_rate``, ``retries``, ``backoff``, ``allow_full_download``,
+    ``allow_insecure_redirect``, ``verify``... (see :class:`~pysafetensors.io.remote.HTTPSource`);
+    for fsspec URLs the filesystem's own options (``key``, ``secret``, ``client_kwargs``, ``anon``...).
     """
     if is_byte_source(obj):
         return obj

@@ -84,10 +84,14 @@ class HTTPSource(RangedSource):
         max_workers: int = 8,
         chunk_size: int = 16 << 20,
     ) -> None:
-        if urllib.parse.urlsplit(url).scheme.lower() not in ("http", "https"):
-            raise ValueError(f"HTTPSource needs an http:// or https:// URL, got {redact_url(url)!r}")
         self.url = url
         self.name = redact_url(url)
+        try:
+            scheme = urllib.parse.urlsplit(url).scheme.lower()
+        except ValueError as e:  # "http://[::1/x"
+            raise RemoteError(f"{self.name}: not a valid URL: {e}", url=self.name) from None
+        if scheme not in ("http", "https"):
+            raise ValueError(f"HTTPSource needs an http:// or https:// URL, got {self.name!r}")
         user = dict(headers or {})
         if token:
             user["Authorization"] = f"Bearer {token}"
