@@ -70,6 +70,7 @@ class RangeServer:
         self.content_encoding = content_encoding
         self.tls = tls is not None
         self.requests_seen: list[tuple[str, str, dict[str, str]]] = []
+        self.proxied: list[str] = []  # absolute-form request targets (the server used as a proxy)
         self.closing = threading.Event()
         self.redirects = dict(redirects or {})  # path -> absolute URL (302)
         self.auth_seen: list[str | None] = []
@@ -124,8 +125,13 @@ class RangeServer:
             failing = self.fail_first > 0
             if failing:
                 self.fail_first -= 1
+        target = h.path
+        if target.startswith(("http://", "https://")):  # absolute form: sent to us as a proxy
+            with self.lock:
+                self.proxied.append(target)
+            target = urllib.parse.urlsplit(target).path
         # Decoded and normalised as a file server resolves it: "a/%2e%2e%2fb" is "b".
-        path = posixpath.normpath(urllib.parse.unquote(h.path.split("?", 1)[0])).lstrip("/")
+        path = posixpath.normpath(urllib.parse.unquote(target.split("?", 1)[0])).lstrip("/")
         with self.lock:
             self.auth_seen.append(h.headers.get("Authorization"))
             self.connections.add(h.client_address[:2])

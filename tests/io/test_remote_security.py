@@ -220,3 +220,16 @@ def test_invalid_url_is_a_remote_error() -> None:
     with pytest.raises(RemoteError, match=r"http://\[::1/m.safetensors: not a valid URL") as e:
         HTTPSource("http://u:pw@[::1/m.safetensors?sig=s")
     assert "pw" not in str(e.value) and "sig" not in str(e.value)
+
+
+def test_proxy_from_the_environment_is_used(
+    blob: bytes, tensors: dict[str, np.ndarray], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The server answers as a forward proxy would (absolute-form targets), for a host that does not exist.
+    with RangeServer({"m.safetensors": blob}) as proxy:
+        for var in ("no_proxy", "NO_PROXY", "all_proxy", "ALL_PROXY"):
+            monkeypatch.delenv(var, raising=False)
+        monkeypatch.setenv("http_proxy", proxy.url(""))
+        with safe_open("http://models.example.invalid/m.safetensors", "np") as f:
+            np.testing.assert_array_equal(f.get_tensor("small"), tensors["small"])
+        assert proxy.proxied and all(t == "http://models.example.invalid/m.safetensors" for t in proxy.proxied)
