@@ -44,6 +44,7 @@ class RangeServer:
     status line and headers), ``content_encoding="gzip"``
     (compress every body and say so), ``tls`` ((certfile, keyfile): serve https) and
     ``plain_too`` (with ``tls``: also answer plain http on the same port).
+    Setting ``overlong`` makes every range reply run to the end of the file.
     ``requests_seen`` records (scheme, path, headers) of every request.
     """
 
@@ -67,6 +68,7 @@ class RangeServer:
         self.required_headers = dict(required_headers or {})
         self.trickle = trickle
         self.trickle_headers = trickle_headers
+        self.overlong = False  # answer every range up to the end of the file
         self.content_encoding = content_encoding
         self.tls = tls is not None
         self.requests_seen: list[tuple[str, str, dict[str, str]]] = []
@@ -156,7 +158,7 @@ class RangeServer:
         size = len(data)
         if m.group(1):
             start = int(m.group(1))
-            end = min(int(m.group(2)), size - 1) if m.group(2) else size - 1
+            end = min(int(m.group(2)), size - 1) if m.group(2) and not self.overlong else size - 1
         else:
             start, end = max(0, size - int(m.group(2))), size - 1
         if start >= size:
@@ -241,6 +243,12 @@ class _Server(ThreadingHTTPServer):
         self.context = context
         self.plain_too = plain_too
         super().__init__(address, handler)
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        import sys
+
+        if not isinstance(sys.exc_info()[1], (ConnectionResetError, BrokenPipeError)):
+            super().handle_error(request, client_address)  # a client hanging up is no server error
 
     def finish_request(self, request: Any, client_address: Any) -> None:
         if self.context is None:

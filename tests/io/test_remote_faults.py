@@ -147,6 +147,16 @@ def test_parallel_chunks_failing_leave_nothing_behind(blob: bytes) -> None:
         assert _settles(baseline, _threads_and_fds) == baseline
 
 
+def test_replies_longer_than_asked_are_cut_off(blob: bytes, tensors: dict[str, np.ndarray]) -> None:
+    with RangeServer({"m.safetensors": blob}) as s, safe_open(s.url("m.safetensors"), "np") as f:
+        s.overlong = True
+        s.reset_log()
+        for i in range(100, 500, 80):  # past the prefix; each reply runs on to the end of the file
+            np.testing.assert_array_equal(f.get_slice("big")[i : i + 2], tensors["big"][i : i + 2])
+        assert s.log.requests == 5
+        assert len(s.connections) == 5  # each cut-off reply took its connection with it
+
+
 def test_too_many_redirects(blob: bytes) -> None:
     with RangeServer({}) as s:
         s.redirects["loop.safetensors"] = s.url("loop.safetensors")

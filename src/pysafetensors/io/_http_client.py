@@ -24,6 +24,7 @@ import contextlib
 import http.client
 import io
 import logging
+import os
 import re
 import socket
 import time
@@ -36,6 +37,8 @@ import urllib3
 import urllib3.connection
 from urllib3.exceptions import MaxRetryError
 from urllib3.util.retry import Retry
+
+from .redact import redact_url
 
 RETRY_STATUS = frozenset({408, 425, 429, 500, 502, 503, 504})
 CREDENTIAL_HEADERS = frozenset({"authorization", "cookie", "proxy-authorization"})
@@ -184,7 +187,10 @@ class _Reply(http.client.HTTPResponse):
         try:
             super().begin()
         finally:
-            self._reader.deadline = None
+            reader = self._reader
+            reader.deadline = None
+            with contextlib.suppress(OSError):  # the socket may be gone with a failed reply
+                reader.sock.settimeout(reader.limit)
 
 
 class _Makefile:
@@ -219,30 +225,18 @@ def _pool_manager(url: str, maxsize: int, verify: bool | str) -> urllib3.PoolMan
         tls["cert_reqs"] = "CERT_NONE"
     elif isinstance(verify, str):
         tls["cert_reqs"] = "CERT_REQUIRED"
-        tls["ca_cert_dir" if _is_dir(verify) else "ca_certs"] = verify
+        tls["ca_cert_dir" if os.path.isdir(verify) else "ca_certs"] = verify
     pool_kw: dict[str, Any] = {"num_pools": 8, "maxsize": max(1, maxsize), "block": False, **tls}
     p = urllib.parse.urlsplit(url)
     proxy = urllib.request.getproxies().get(p.scheme.lower())
     if proxy and not urllib.request.proxy_bypass(p.hostname or ""):
         if urllib.parse.urlsplit(proxy).scheme.lower() not in ("http", "https"):
-            raise ValueError(f"unsupported proxy {_redacted(proxy)} for {p.scheme}:// URLs (only http(s) proxies)")
+            raise ValueError(f"unsupported proxy {redact_url(proxy)} for {p.scheme}:// URLs (only http(s) proxies)")
         manager: urllib3.PoolManager = urllib3.ProxyManager(proxy, **pool_kw)
     else:
         manager = urllib3.PoolManager(**pool_kw)
     manager.pool_classes_by_scheme = {"http": _Pool, "https": _TLSPool}
     return manager
-
-
-def _is_dir(path: str) -> bool:
-    import os
-
-    return os.path.isdir(path)
-
-
-def _redacted(url: str) -> str:
-    from .redact import redact_url
-
-    return redact_url(url)
 
 
 class HttpClient:
@@ -324,8 +318,12 @@ class HttpClient:
 
     @staticmethod
     def release(resp: Any, complete: bool) -> None:
-        """Give the connection back: kept alive only when its body was read to the end."""
-        if not complete:
+        """Give the connection back: kept alive only when its body was read to the end.
+
+        A reply longer than the range asked for (or of unknown length) is cut off: its leftover
+        bytes would otherwise be read as the next reply on that connection.
+        """
+        if not (complete and getattr(resp, "length_remaining", None) == 0):
             _discard(resp)
         resp.release_conn()
 
