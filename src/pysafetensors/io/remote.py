@@ -97,7 +97,8 @@ class HTTPSource(RangedSource):
             user["Authorization"] = f"Bearer {token}"
         self.timeout = float(timeout)
         self.min_rate = max(0.0, float(min_rate))
-        self._retries = max(0, int(retries))
+        self.retries = max(0, int(retries))
+        self.backoff = backoff
         self.allow_full_download = allow_full_download
         self.coalesce_gap = coalesce_gap
         self.max_workers = max_workers
@@ -114,7 +115,7 @@ class HTTPSource(RangedSource):
                 url,
                 {"User-Agent": "pysafetensors", "Accept-Encoding": "identity", **user},
                 user_headers=user,
-                retries=retries,
+                retries=self.retries,
                 backoff=backoff,
                 verify=verify,
                 allow_insecure_redirect=allow_insecure_redirect,
@@ -353,7 +354,7 @@ class HTTPSource(RangedSource):
         if isinstance(reason, (ReadTimeoutError, TimeoutError)):
             return RemoteTimeout(
                 f"{self.name}: Range {rng}: no complete reply (status line and headers) within "
-                f"timeout={self.timeout:g} s, retried {self._retries} times",
+                f"timeout={self.timeout:g} s, retried {self.retries} times",
                 url=self.name, offset=offset, range=rng,
             )  # fmt: skip
         text = describe_error(reason) if reason is not None else "failed"
