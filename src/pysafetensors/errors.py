@@ -221,6 +221,13 @@ class RemoteError(SourceError):
     """A remote source (HTTP, fsspec) failed: bad status, retries exhausted, odd reply."""
 
 
+class RemoteTimeout(RemoteError, TimeoutError):
+    """A remote request missed its deadline (no reply in time, or a body slower than ``min_rate``).
+
+    ``url`` is the redacted URL, ``range`` the requested bytes, ``elapsed`` the seconds spent.
+    """
+
+
 class RangeNotSupported(RemoteError):
     """The server ignored the Range header and sent the whole file (pass allow_full_download=True to accept)."""
 

@@ -30,7 +30,7 @@ from .format.index import (
     shard_names,
 )
 from .format.slicing import SlicePlan
-from .io.registry import open_source, url_scheme
+from .io.registry import open_source, sibling_url, url_scheme
 from .io.sinks import AtomicFileSink
 from .reader import RawTensor, SafeFile
 from .writer import WriteItem, write_file
@@ -201,10 +201,9 @@ def open_index(location: Any, backend: str = "mmap", storage_options: Mapping[st
     name = getattr(src, "name", str(location))
     index = parse_index(bytes(data), name)
     if url_scheme(location) and url_scheme(location) != "file":
-        base = location.split("?", 1)[0].rsplit("/", 1)[0]
 
         def shard_location(shard: str) -> str:
-            return f"{base}/{shard}"
+            return sibling_url(location, shard)
     else:
         directory = os.path.dirname(os.path.abspath(location))
 

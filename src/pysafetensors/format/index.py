@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+import urllib.parse
 from collections.abc import Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -60,21 +61,26 @@ def parse_size(size: int | str) -> int:
 
 
 def validate_shard_name(name: Any, index_name: str = "index") -> str:
-    """Return ``name`` if it is a plain ``*.safetensors`` file name in the index's directory."""
+    """Return ``name`` if it is a plain ``*.safetensors`` file name in the index's directory.
+
+    The rules hold for the name as written and once percent-decoded: a server resolves
+    ``%2e%2e%2fsecret.safetensors`` to ``../secret.safetensors``.
+    """
 
     def bad(why: str) -> InvalidIndex:
         return InvalidIndex(f"{index_name}: unsafe shard name {name!r}: {why}", shard=name)
 
     if not isinstance(name, str) or not name:
         raise bad("not a non-empty string")
-    if "\x00" in name:
-        raise bad("contains a NUL byte")
-    if name.startswith(("/", "\\")) or _DRIVE.match(name):
-        raise bad("absolute paths are not allowed")
-    if ".." in re.split(r"[\\/]", name):
-        raise bad("'..' is not allowed")
-    if "/" in name or "\\" in name:
-        raise bad("shards must be in the same directory as the index")
+    for form, how in ((name, ""), (urllib.parse.unquote(name), " (percent-decoded)")):
+        if "\x00" in form:
+            raise bad("contains a NUL byte" + how)
+        if form.startswith(("/", "\\")) or _DRIVE.match(form):
+            raise bad("absolute paths are not allowed" + how)
+        if ".." in re.split(r"[\\/]", form):
+            raise bad("'..' is not allowed" + how)
+        if "/" in form or "\\" in form:
+            raise bad("shards must be in the same directory as the index" + how)
     if not name.endswith(SUFFIX) or name == SUFFIX:
         raise bad(f"shard files must end in {SUFFIX}")
     return name

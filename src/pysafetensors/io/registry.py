@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib
 import os
 import re
+import urllib.parse
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -31,7 +32,7 @@ class SchemeEntry:
 
 
 HTTP = SchemeEntry("pysafetensors.io.remote:HTTPSource")
-FSSPEC = SchemeEntry("pysafetensors.io.remote:FsspecSource", requires="fsspec", extra="fsspec")
+FSSPEC = SchemeEntry("pysafetensors.io._fsspec:FsspecSource", requires="fsspec", extra="fsspec")
 
 REGISTRY: dict[str, SchemeEntry] = {"http": HTTP, "https": HTTP}
 
@@ -70,8 +71,9 @@ def open_source(obj: Any, backend: str = "mmap", storage_options: Mapping[str, A
     """A ByteSource for a path, ``file://``/``http(s)://``/fsspec URL, bytes-like, file object or ByteSource.
 
     ``storage_options`` go to the remote source: for HTTP ``headers``, ``token``,
-    ``timeout``, ``retries``, ``backoff``, ``allow_full_download``...; for fsspec URLs the
-    filesystem's own options (``key``, ``secret``, ``client_kwargs``, ``anon``...).
+    ``timeout``, ``min_rate``, ``retries``, ``backoff``, ``allow_full_download``,
+    ``allow_insecure_redirect``, ``verify``... (see :class:`~pysafetensors.io.remote.HTTPSource`);
+    for fsspec URLs the filesystem's own options (``key``, ``secret``, ``client_kwargs``, ``anon``...).
     """
     if is_byte_source(obj):
         return obj
@@ -97,6 +99,19 @@ def open_source(obj: Any, backend: str = "mmap", storage_options: Mapping[str, A
         raise TypeError(f"unknown storage option for {scheme}:// URLs ({e}); known options: {', '.join(known)}") from e
 
 
+def sibling_url(url: str, name: str) -> str:
+    """The URL of file ``name`` in the same directory as ``url`` (a shard beside its index).
+
+    For http(s) the name is percent-quoted, so it stays one path segment whatever it holds
+    (a server decodes ``%2e%2e%2f`` back to ``../``).  The query string of ``url`` (a signature
+    for that one file) is not carried over.  ``name`` must already be a validated shard name.
+    """
+    base = url.split("?", 1)[0].rsplit("/", 1)[0]
+    if url_scheme(url) in ("http", "https"):
+        name = urllib.parse.quote(name, safe="")
+    return f"{base}/{name}"
+
+
 def _file_url_path(url: str) -> str:
     from urllib.parse import unquote, urlsplit
     from urllib.request import url2pathname
@@ -104,4 +119,13 @@ def _file_url_path(url: str) -> str:
     return url2pathname(unquote(urlsplit(url).path))
 
 
-__all__ = ["REGISTRY", "SchemeEntry", "is_byte_source", "open_source", "register_scheme", "source_class", "url_scheme"]
+__all__ = [
+    "REGISTRY",
+    "SchemeEntry",
+    "is_byte_source",
+    "open_source",
+    "register_scheme",
+    "sibling_url",
+    "source_class",
+    "url_scheme",
+]
