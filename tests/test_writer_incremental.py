@@ -129,15 +129,17 @@ def test_exception_inside_with_keeps_the_old_file(tmp_path: Any) -> None:
 def test_wrong_sizes_and_names_are_errors(tmp_path: Any) -> None:
     path = os.path.join(tmp_path, "e.safetensors")
     with open_writer(path, {"a": ("F32", (4,))}) as w:
-        with pytest.raises(SerializeError, match="needs 16"):
+        with pytest.raises(SerializeError, match=r"declared F32 \[4\] but the data written has shape \[3\]"):
             w.write("a", np.zeros(3, np.float32))
+        with pytest.raises(SerializeError, match="needs 16"):
+            w.write("a", bytes(12))
         with pytest.raises(TensorNotFound):
             w.write("nope", np.zeros(4, np.float32))
         with pytest.raises(SerializeError, match="outside"):
             w.write_chunk("a", 12, np.zeros(2, np.float32))
         with pytest.raises(SerializeError, match="big-endian"):
-            w.write("a", np.zeros(4, ">f4"))
-        w.write("a", np.arange(4, dtype=np.float32))
+            w.write("a", memoryview(np.zeros(4, ">f4")))  # a raw buffer: no dtype object to swap by
+        w.write("a", np.arange(4, dtype=">f4"))  # a numpy array is swapped, as save_file does
     np.testing.assert_array_equal(load_file(path)["a"], np.arange(4, dtype=np.float32))
 
 

@@ -6,10 +6,9 @@ Importing this package imports no framework (numpy is loaded lazily too).
 
 from __future__ import annotations
 
-from ._api import TensorSpec, deserialize, serialize, serialize_file
+from ._api import SafetensorsWriter, TensorSpec, deserialize, open_writer, serialize, serialize_file
 from .errors import SafetensorError
 from .handle import _safe_open_handle, safe_open
-from .writer import SafetensorsWriter, open_writer
 
 __version__ = "0.1.0"
 

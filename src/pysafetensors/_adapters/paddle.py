@@ -17,7 +17,7 @@ import numpy as np
 from .._device import Device
 from .._optional import require
 from ..errors import InvalidDevice, SerializeError, UnsupportedDtype
-from ..format.dtypes import DType, all_dtypes
+from ..format.dtypes import DType, reverse_table
 from ..reader import RawTensor, SafeFile
 from ..writer import WriteItem
 from . import _bridge
@@ -124,15 +124,16 @@ def get_slice(file: SafeFile, name: str, index: Any, device: Device) -> Any:
 
 def _bits_only(dtype: DType) -> bool:
     """bfloat16 and float8: ml_dtypes types that DLPack cannot name."""
-    return dtype.kind == "float" and dtype.code not in ("F16", "F32", "F64")
+    return not dtype.dlpack_native
 
 
 @cache
+def _reverse() -> dict[Any, DType]:
+    return reverse_table(paddle_dtype)
+
+
 def _format_dtype(pdt: Any) -> DType | None:
-    for d in all_dtypes():
-        if paddle_dtype(d) is not None and paddle_dtype(d) == pdt:
-            return d
-    return None
+    return _reverse().get(pdt)
 
 
 def to_numpy(obj: Any, name: str) -> np.ndarray:
