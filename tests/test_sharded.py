@@ -275,3 +275,23 @@ def test_arrays_over_one_foreign_buffer_stay_together(tmp_path) -> None:
     save_sharded(arrays, tmp_path, max_shard_size=1500)
     wm = _index(tmp_path)["weight_map"]
     assert wm["a"] == wm["b"] != wm["x"]
+
+
+def test_transformers_loads_our_sharded_checkpoint(tmp_path) -> None:
+    # Checkpoint ids and the staged publish keep the Hugging Face layout: transformers loads it.
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    from pysafetensors.torch import save_sharded as torch_save_sharded
+
+    config = transformers.BertConfig(vocab_size=64, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
+                                     intermediate_size=32, max_position_embeddings=32)
+    torch.manual_seed(0)
+    model = transformers.BertModel(config)
+    config.save_pretrained(tmp_path)
+    state = {k: v.contiguous() for k, v in model.state_dict().items()}
+    torch_save_sharded(state, tmp_path, max_shard_size="8KB")
+    torch_save_sharded(state, tmp_path, max_shard_size="8KB")  # a re-save over the same names
+    assert len(set(_index(tmp_path)["weight_map"].values())) > 2
+    loaded = transformers.BertModel.from_pretrained(tmp_path)
+    for name, value in loaded.state_dict().items():
+        assert torch.equal(value, state[name]), name
