@@ -345,15 +345,3 @@ def _covers(ranges: list[tuple[int, int]], nbytes: int) -> bool:
             return False
         reach = max(reach, end)
     return reach >= nbytes
-
-
-def open_writer(
-    path: str | os.PathLike[str],
-    tensors: Mapping[str, tuple[DTypeLike, Sequence[int]]],
-    metadata: Mapping[str, str] | None = None,
-    *,
-    alignment: int = 8,
-    durable: bool | None = None,
-) -> IncrementalWriter:
-    """An incremental write of buffers (``pysafetensors.open_writer`` also takes framework tensors)."""
-    return IncrementalWriter(path, tensors, metadata, alignment=alignment, durable=durable)

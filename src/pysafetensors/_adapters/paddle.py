@@ -79,7 +79,7 @@ def check_device(device: Device) -> None:
 
 def _share(arr: np.ndarray, dtype: DType) -> Any:
     target = paddle_dtype(dtype)
-    if _bits_only(dtype):
+    if not dtype.dlpack_native:  # bfloat16, float8: ml_dtypes types DLPack cannot name
         # ml_dtypes types cannot cross DLPack: send the bits as a signed int (paddle has no
         # view kernel from uint16, its legacy bfloat16 alias), reinterpret in paddle.
         t = paddle.utils.dlpack.from_dlpack(arr.view(f"i{arr.dtype.itemsize}").__dlpack__())
@@ -122,11 +122,6 @@ def get_slice(file: SafeFile, name: str, index: Any, device: Device) -> Any:
 # --- writing ------------------------------------------------------------------------------
 
 
-def _bits_only(dtype: DType) -> bool:
-    """bfloat16 and float8: ml_dtypes types that DLPack cannot name."""
-    return not dtype.dlpack_native
-
-
 @cache
 def _reverse() -> dict[Any, DType]:
     return reverse_table(paddle_dtype)
@@ -156,7 +151,7 @@ def to_numpy(obj: Any, name: str) -> np.ndarray:
     np_dtype = _bridge.np_adapter.numpy_dtype(dtype).newbyteorder("=")
     if t.size == 0:
         return np.empty(t.shape, dtype=np_dtype)
-    if _bits_only(dtype):
+    if not dtype.dlpack_native:  # bfloat16, float8: ml_dtypes types DLPack cannot name
         # DLPack carries the bits as a same-size signed int (paddle's uint16 doubles as its
         # legacy bfloat16, so signed ints are the unambiguous choice).
         if not t.is_contiguous():

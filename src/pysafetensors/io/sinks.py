@@ -98,6 +98,21 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
+def _dead_writers(directory: str, prefix: str, suffix: str = "") -> list[str]:
+    """Paths in ``directory`` named ``{prefix}{pid}.{token}{suffix}`` whose PID no longer runs."""
+    pattern = re.compile(re.escape(prefix) + r"([0-9]+)\.[0-9a-f]{12}" + re.escape(suffix))
+    try:
+        names = [e.name for e in os.scandir(directory) if e.name.startswith(prefix)]
+    except OSError:
+        return []
+    dead = []
+    for name in names:
+        m = pattern.fullmatch(name)
+        if m is not None and not _pid_alive(int(m.group(1))):
+            dead.append(os.path.join(directory, name))
+    return dead
+
+
 def remove_stale_temps(path: str | os.PathLike[str]) -> list[str]:
     """Delete temp files beside ``path`` left by writers that died (SIGKILL, power loss...).
 
@@ -106,19 +121,11 @@ def remove_stale_temps(path: str | os.PathLike[str]) -> list[str]:
     Returns the paths removed.  Best effort: errors are ignored.
     """
     directory, base = os.path.split(os.path.abspath(os.fspath(path)))
-    pattern = re.compile(re.escape(f".{base}.{_TAG}.") + r"([0-9]+)\.[0-9a-f]{12}\.tmp")
     removed: list[str] = []
-    try:
-        names = [e.name for e in os.scandir(directory) if e.name.startswith(f".{base}.{_TAG}.")]
-    except OSError:
-        return removed
-    for name in names:
-        m = pattern.fullmatch(name)
-        if m is None or _pid_alive(int(m.group(1))):
-            continue
+    for stale in _dead_writers(directory, f".{base}.{_TAG}.", ".tmp"):
         try:
-            os.unlink(os.path.join(directory, name))
-            removed.append(os.path.join(directory, name))
+            os.unlink(stale)
+            removed.append(stale)
         except OSError:
             pass
     return removed
@@ -385,19 +392,9 @@ class StagedDirectory:
 
 
 def remove_stale_staging(directory: str | os.PathLike[str], label: str) -> list[str]:
-    """Delete staging directories of ``label`` in ``directory`` left by writers that died."""
-    directory = os.fspath(directory)
-    prefix = f".{label}{_STAGING}.{_TAG}."
-    pattern = re.compile(re.escape(prefix) + r"([0-9]+)\.[0-9a-f]{12}")
-    removed: list[str] = []
-    try:
-        names = [e.name for e in os.scandir(directory) if e.name.startswith(prefix)]
-    except OSError:
-        return removed
-    for name in names:
-        m = pattern.fullmatch(name)
-        if m is None or _pid_alive(int(m.group(1))):
-            continue
-        _remove_tree(os.path.join(directory, name))
-        removed.append(os.path.join(directory, name))
+    """Delete staging directories of ``label`` in ``directory`` left by writers that died
+    (named as temp files are, so the same host-tag and PID rule applies)."""
+    removed = _dead_writers(os.fspath(directory), f".{label}{_STAGING}.{_TAG}.")
+    for stale in removed:
+        _remove_tree(stale)
     return removed
