@@ -18,6 +18,7 @@ import json
 import re
 from collections.abc import Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 from ..errors import InvalidIndex
@@ -102,10 +103,20 @@ class ShardIndex:
     @property
     def shards(self) -> list[str]:
         """Shard file names, sorted (so model-00001-of-N comes first)."""
-        return sorted(set(self.weight_map.values()))
+        return sorted(self._by_shard)
 
     def tensors_in(self, shard: str) -> list[str]:
-        return sorted(k for k, v in self.weight_map.items() if v == shard)
+        """The tensors the weight map puts in ``shard``, sorted."""
+        return list(self._by_shard.get(shard, ()))
+
+    @cached_property
+    def _by_shard(self) -> dict[str, tuple[str, ...]]:
+        # Built once: checking every shard of a large index would otherwise scan the whole
+        # weight map per shard.
+        groups: dict[str, list[str]] = {}
+        for tensor, shard in self.weight_map.items():
+            groups.setdefault(shard, []).append(tensor)
+        return {shard: tuple(sorted(names)) for shard, names in groups.items()}
 
     @property
     def checkpoint_id(self) -> str | None:
