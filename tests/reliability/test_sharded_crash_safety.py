@@ -11,12 +11,10 @@ from __future__ import annotations
 
 import json
 import os
-import resource
 import shutil
 import signal
 import subprocess
 import sys
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -228,14 +226,6 @@ def test_a_foreign_shard_under_a_huggingface_index_is_detected(tmp_path: Any) ->
 # --- a full disk ------------------------------------------------------------------------------
 
 
-def _limit_file_size(limit: int) -> Callable[[], None]:
-    def preexec() -> None:
-        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # EFBIG instead of a signal
-        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
-
-    return preexec
-
-
 def _mount_tmpfs(directory: str, size: str) -> bool:
     os.makedirs(directory)
     if os.geteuid() != 0 or shutil.which("mount") is None:
@@ -249,26 +239,30 @@ def _mount_tmpfs(directory: str, size: str) -> bool:
 def test_full_disk_midway_leaves_the_old_checkpoint(tmp_path: Any, disk: str) -> None:
     # A new set whose last shard does not fit: every earlier shard was written, none is visible.
     directory = os.path.join(os.fspath(tmp_path), "d")
-    preexec = None
+    limit = 0  # no file size limit
     mounted = disk == "small_tmpfs" and _mount_tmpfs(directory, "1m")
     if not mounted:
         # No tmpfs here (not root): the kernel's per-process file size limit gives a real
         # EFBIG at the same point instead.
         os.makedirs(directory, exist_ok=True)
-        preexec = _limit_file_size(600_000)
+        limit = 600_000
     try:
         save_sharded(version(0), directory, max_shard_size=1000)
         before = snapshot(directory)
         code = (
-            "import sys, numpy as np\n"
+            "import resource, signal, sys\n"
+            "if int(sys.argv[2]):  # EFBIG past the limit, instead of SIGXFSZ\n"
+            "    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)\n"
+            "    resource.setrlimit(resource.RLIMIT_FSIZE, (int(sys.argv[2]),) * 2)\n"
+            "import numpy as np\n"
             "from pysafetensors.numpy import save_sharded\n"
             "big = {f'w{i}': np.full(100, 100 + i, dtype=np.float32) for i in range(6)}\n"
             "big['w9_big'] = np.ones(300_000, np.float32)\n"  # 1.2 MB: a shard of its own, last
             "save_sharded(big, sys.argv[1], max_shard_size=1000)\n"
         )
         env = dict(os.environ, PYTHONPATH=str(ROOT / "src"), PYTHONDONTWRITEBYTECODE="1")
-        r = subprocess.run([sys.executable, "-c", code, directory], check=False, capture_output=True, text=True,
-                           env=env, timeout=120, preexec_fn=preexec)
+        r = subprocess.run([sys.executable, "-c", code, directory, str(limit)], check=False, capture_output=True,
+                           text=True, env=env, timeout=120)
         assert r.returncode == 1, r.stderr
         assert "WriteError" in r.stderr and ("no room" in r.stderr or "File too large" in r.stderr), r.stderr
         assert snapshot(directory) == before  # untouched, no staging directory left

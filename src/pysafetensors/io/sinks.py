@@ -382,8 +382,8 @@ class StagedDirectory:
         for name in remove:
             try:
                 os.remove(os.path.join(self.directory, name))
-            except FileNotFoundError:
-                pass
+            except OSError:
+                pass  # best effort: the new set is in place; a leftover is not part of it
         _remove_tree(self.path)
 
     def abort(self) -> None:
