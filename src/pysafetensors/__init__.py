@@ -8,10 +8,9 @@ package, for libraries that import it.  Importing this package imports no framew
 from __future__ import annotations
 
 from ._alias import install_as_safetensors, uninstall_as_safetensors
-from ._api import TensorSpec, deserialize, serialize, serialize_file
+from ._api import SafetensorsWriter, TensorSpec, deserialize, open_writer, serialize, serialize_file
 from .errors import SafetensorError
 from .handle import _safe_open_handle, safe_open
-from .writer import SafetensorsWriter, open_writer
 
 __version__ = "0.1.0"  # the one version number: pyproject.toml reads it from here
 

@@ -51,9 +51,7 @@ def _parts(file: SafeFile | ShardedFile) -> list[tuple[SafeFile, list[TensorInfo
         return [(file, list(file.header.tensors))]
     out = []
     for shard in file.shard_names:
-        f = file.shard(shard)
-        wanted = set(file.index.tensors_in(shard))
-        out.append((f, [t for t in f.header.tensors if t.name in wanted]))
+        out.append((file.shard(shard), file.shard_tensors(shard)))
     return out
 
 
@@ -86,9 +84,7 @@ def load_partition(
             mine = [s for i, s in enumerate(file.shard_names) if i % w == r]
             out: dict[str, Any] = {}
             for shard in mine:
-                wanted = set(file.index.tensors_in(shard))
-                f = file.shard(shard)
-                out.update(_convert(adapter, [file.raw(t.name) for t in f.header.tensors if t.name in wanted], dev))
+                out.update(_convert(adapter, [file.raw(t.name) for t in file.shard_tensors(shard)], dev))
             return out
         tensors = file.header.tensors
         total = max(file.header.data_size, 1)

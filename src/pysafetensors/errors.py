@@ -152,6 +152,10 @@ class InvalidMetadata(SafetensorError, TypeError):
     """Metadata that is not a mapping of str to str, or a tensor name that cannot be written."""
 
 
+class InvalidShape(SerializeError, TypeError):
+    """A shape given for writing that is not a sequence of non-negative ints (a str, floats, bools)."""
+
+
 class UnsupportedValue(SerializeError, TypeError):
     """A value passed for saving that is not a tensor, TensorSpec or buffer."""
 
@@ -166,6 +170,14 @@ class WriteError(SafetensorError, OSError):
 
 class SourceError(SafetensorError, OSError):
     """Reading the underlying bytes failed (short read, I/O error)."""
+
+
+class NotARegularFile(SourceError):
+    """A path to read names a FIFO, socket, device or directory: refused before it could block."""
+
+
+class DirectoryNotFile(NotARegularFile, IsADirectoryError):
+    """A path to read (a file, or a shard an index names) is a directory."""
 
 
 class MissingDependency(ImportError):
@@ -234,6 +246,15 @@ class RangeNotSupported(RemoteError):
 
 class InvalidIndex(SafetensorError, ValueError):
     """A sharded checkpoint index (model.safetensors.index.json) is malformed or names an unsafe shard."""
+
+
+class CheckpointMismatch(InvalidIndex):
+    """A shard was written by another save than its index (their checkpoint ids differ): a
+    mixed set, for example from an interrupted or concurrent save."""
+
+
+class UnmappedTensorWarning(UserWarning):
+    """A shard holds tensors its index does not map to it; they are not part of the checkpoint."""
 
 
 class MissingBackend(MissingDependency):

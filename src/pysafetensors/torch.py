@@ -41,7 +41,7 @@ __all__ = [
 
 
 def _itemsize(tensor: Any) -> int:
-    return max(dtype_of(tensor).bits // 8, 1) if tensor.dtype != getattr(torch, "float4_e2m1fn_x2", None) else 1
+    return dtype_of(tensor).itemsize  # float4_e2m1fn_x2: one byte per (paired) element
 
 
 def storage_ptr(tensor: Any) -> int:

@@ -77,9 +77,10 @@ def test_one_version_number_everywhere(dist: dict[str, str]) -> None:
     assert f"\nVersion: {version}\n" in metadata
     assert "\nLicense-Expression: Apache-2.0\n" in metadata
     assert "Requires-Dist: numpy" in metadata and "Requires-Dist: ml-dtypes" in metadata
+    assert "Requires-Dist: urllib3" in metadata
     # torch & co are extras, never requirements of the bare install.
     assert not [line for line in metadata.splitlines() if line.startswith("Requires-Dist:") and "extra ==" not in line
-                and not line.split()[1].startswith(("numpy", "ml-dtypes"))]
+                and not line.split()[1].startswith(("numpy", "ml-dtypes", "urllib3"))]
 
 
 def test_wheel_carries_typing_license_and_every_package_file(dist: dict[str, str]) -> None:

@@ -6,14 +6,22 @@ An adapter module provides:
   from_raw(raw, device) -> tensor    a RawTensor as the framework's tensor
   get_slice(file, name, index, device) -> tensor
   to_write_item(name, obj) -> WriteItem
+and, where dtype objects of the framework are accepted for writing (numpy, torch):
+  format_dtype(value) -> DType | None
+
+``write_item_of`` and ``dtype_of_object`` pick the adapter for an object by the package its
+type comes from, so the writer layer below never looks at framework types itself.
 """
 
 from __future__ import annotations
 
 import importlib
 from types import ModuleType
+from typing import Any
 
 from ..errors import InvalidFramework
+from ..format.dtypes import DType
+from ..writer import WriteItem
 
 # safe_open framework name -> adapter module (case-sensitive, as upstream).
 FRAMEWORKS: dict[str, str] = {
@@ -37,3 +45,36 @@ def load_adapter(framework: str) -> ModuleType:
     if module is None:
         raise InvalidFramework(f"framework {framework} is invalid", framework=framework)
     return importlib.import_module(f"{__name__}.{module}")
+
+
+# Top-level package of an object's type -> adapter module that can write it.
+_OWNERS: dict[str, str] = {
+    "numpy": "numpy",
+    "torch": "torch",
+    "jax": "jax",
+    "jaxlib": "jax",
+    "tensorflow": "tensorflow",
+    "paddle": "paddle",
+    "mlx": "mlx",
+}
+# ... and the packages whose dtype objects the writers accept.
+_DTYPE_OWNERS: dict[str, str] = {"numpy": "numpy", "ml_dtypes": "numpy", "torch": "torch"}
+
+
+def _owner(cls: type, owners: dict[str, str]) -> ModuleType | None:
+    module = owners.get(str(getattr(cls, "__module__", "") or "").partition(".")[0])
+    return None if module is None else importlib.import_module(f"{__name__}.{module}")
+
+
+def write_item_of(name: str, obj: Any) -> WriteItem | None:
+    """``obj`` as a WriteItem through the adapter of the framework it belongs to (dtype, file
+    shape, bytes on demand); None when no framework owns it (bytes, memoryview, array.array...)."""
+    adapter = _owner(type(obj), _OWNERS)
+    return None if adapter is None else adapter.to_write_item(name, obj)
+
+
+def dtype_of_object(value: Any) -> DType | None:
+    """A numpy dtype / scalar type (ml_dtypes included) or a torch dtype as a format dtype;
+    None for anything else."""
+    adapter = _owner(value if isinstance(value, type) else type(value), _DTYPE_OWNERS)
+    return None if adapter is None else adapter.format_dtype(value)

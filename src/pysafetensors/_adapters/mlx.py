@@ -17,7 +17,7 @@ import numpy as np
 from .._device import Device
 from .._optional import require
 from ..errors import SerializeError, UnsupportedDtype
-from ..format.dtypes import DType, all_dtypes
+from ..format.dtypes import DType, reverse_table
 from ..reader import RawTensor, SafeFile
 from ..writer import WriteItem
 from . import _bridge
@@ -60,11 +60,12 @@ def get_slice(file: SafeFile, name: str, index: Any, device: Device) -> Any:
 
 
 @cache
+def _reverse() -> dict[Any, DType]:
+    return reverse_table(mlx_dtype)
+
+
 def _format_dtype(mdt: Any) -> DType | None:
-    for d in all_dtypes():
-        if mlx_dtype(d) is not None and mlx_dtype(d) == mdt:
-            return d
-    return None
+    return _reverse().get(mdt)
 
 
 def to_numpy(obj: Any, name: str) -> np.ndarray:

@@ -25,9 +25,6 @@ from . import _bridge
 NAME = "tensorflow"
 tf = require("tensorflow", "tensorflow")
 
-_DLPACK_KINDS = ("bool", "int", "uint", "complex")
-
-
 @cache
 def tf_dtype(dtype: DType) -> Any:
     """The tf.DType of a format dtype, or None when tensorflow has none."""
@@ -46,14 +43,10 @@ def check_device(device: Device) -> None:
     _bridge.cpu_only(device, NAME)
 
 
-def _dlpack_ok(dtype: DType) -> bool:
-    return dtype.kind in _DLPACK_KINDS or dtype.code in ("F16", "F32", "F64")
-
-
 def from_numpy(arr: np.ndarray, dtype: DType, name: str = "") -> Any:
     check_dtype(dtype, name)
     if _bridge.shareable(arr):
-        if _dlpack_ok(dtype):
+        if dtype.dlpack_native:
             return tf.experimental.dlpack.from_dlpack(arr.__dlpack__())
         if dtype.code == "BF16":
             # numpy cannot export ml_dtypes types through DLPack; the bits cross as uint16.

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from ..errors import InvalidIndex, SafetensorError, TensorNotFound
+from ..errors import SafetensorError, TensorNotFound
 from ..format.header import N_LEN, TensorInfo
 from ..io.registry import url_scheme
 from ..io.sources import supports_view
@@ -151,25 +151,17 @@ def _open_sharded(path: str, sf: ShardedFile) -> Input:
             except SafetensorError as e:
                 raise _named(shard, e) from None
         owner: dict[str, int] = {}
-        weight_map = sf.index.weight_map
-        for i, (shard, f) in enumerate(zip(sf.shard_names, files)):
-            for t in f.header.tensors:
-                if weight_map.get(t.name) == shard:
-                    owner[t.name] = i
-        missing = sorted(set(weight_map) - set(owner))
-        if missing:
-            raise InvalidIndex(
-                f"{sf.name}: tensor {missing[0]} is mapped to {weight_map[missing[0]]} but that "
-                f"shard does not contain it ({len(missing)} such tensor(s))",
-                tensor=missing[0],
-            )
+        for i, shard in enumerate(sf.shard_names):
+            sf.check(shard, complete=True)  # the index's rule: every mapped tensor is there
+            for t in sf.shard_tensors(shard):
+                owner[t.name] = i
     except BaseException:
         sf.close()
         raise
     # Shards of one checkpoint carry the same header metadata (transformers writes
-    # {"format": "pt"} in each); the first shard's stands for the whole, so a sharded
-    # checkpoint and its merged file have the same metadata (and structural ID).
-    metadata = files[0].metadata if files else None
+    # {"format": "pt"} in each); the first shard's (without the checkpoint id) stands for the
+    # whole, so a sharded checkpoint and its merged file have the same metadata (and structural ID).
+    metadata = sf.shard_metadata(sf.shard_names[0]) if files else None
     return Input(path, files, list(sf.shard_names), metadata, index_path=sf.name, sharded_file=sf, _owner=owner)
 
 

@@ -26,6 +26,7 @@ from ..format.header import (
     has_lone_surrogate,
     parse_header,
 )
+from ..format.index import check_shard
 from ..io.registry import open_source
 from ..sharded import find_in_directory, is_index_name, open_index
 from ._common import emit, plural, render_json
@@ -250,7 +251,7 @@ def _validate_sharded(path: str) -> ValidateResult:
     index = sharded.index
     r = ValidateResult(path, True, 0, files=index.shards)
     seen: dict[str, str] = {}
-    contents: dict[str, set[str]] = {}  # shard -> tensor names, for the shards that parsed
+    missing: list[tuple[str, str]] = []  # (tensor, shard) mapped there but absent, for the shards that parsed
     total = 0
     for shard in index.shards:
         try:
@@ -265,19 +266,22 @@ def _validate_sharded(path: str) -> ValidateResult:
         r.warnings += sub.warnings
         if not sub.valid or sub._header is None:
             continue
-        contents[shard] = {t.name for t in sub._header.tensors}
+        check = check_shard(index, shard, (t.name for t in sub._header.tensors), sub._header.metadata)
+        if check.mixed:
+            r.problems.append(Problem("checkpoint_mismatch", check.describe_mixed(path), file=shard))
+        missing += [(name, shard) for name in check.missing]
+        ignored = set(check.ignored)
         for t in sub._header.tensors:
             total += t.nbytes
             if t.name in seen:
                 r.problems.append(Problem("duplicate_tensor", f"also in {seen[t.name]}", t.name, file=shard))
             seen[t.name] = shard
-            if index.weight_map.get(t.name) != shard:
+            if t.name in ignored:
                 r.problems.append(Problem("unmapped_tensor", "tensor is in this shard but the index maps it to "
                                           f"{index.weight_map.get(t.name)!r}", t.name, file=shard))
-    for name, shard in sorted(index.weight_map.items()):
-        if shard in contents and name not in contents[shard]:
-            r.problems.append(Problem("missing_tensor", "the index maps this tensor here but the shard lacks it",
-                                      name, file=shard))
+    for name, shard in sorted(missing):
+        r.problems.append(Problem("missing_tensor", "the index maps this tensor here but the shard lacks it",
+                                  name, file=shard))
     declared = index.metadata.get("total_size")
     if declared is not None and declared != total and not r.problems:
         r.warnings.append(Problem("total_size", f"index says total_size {declared}, the tensors hold {total} bytes"))

@@ -10,10 +10,10 @@ from typing import Any
 
 import numpy as np
 
+from .._api import open_writer
 from ..errors import ConversionError, CorruptCheckpoint, InvalidMetadata, UnsupportedCheckpoint, VerificationFailed
 from ..io.sources import open_source
 from ..reader import SafeFile
-from ..writer import open_writer
 from .checkpoint import Checkpoint, Unconvertible
 from .numpy_files import load_npy, load_npz
 from .torch_legacy import load_torch_legacy

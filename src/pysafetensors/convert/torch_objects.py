@@ -17,12 +17,12 @@ import numpy as np
 
 from .._adapters.numpy import numpy_dtype
 from ..errors import CorruptCheckpoint, SafetensorError, UnsupportedCheckpoint, UnsupportedDtype
-from ..format.dtypes import DType, all_dtypes
+from ..format.dtypes import BY_TORCH_NAME, DType
 from .checkpoint import Unconvertible
 from .unpickler import Allowed
 
 # torch dtype name -> our dtype, through the torch column of THE dtype table.
-TORCH_DTYPES: dict[str, DType] = {d.torch: d for d in all_dtypes() if d.torch}
+TORCH_DTYPES: dict[str, DType] = BY_TORCH_NAME
 # dtypes torch can save that safetensors cannot hold: they unpickle, but a tensor of one is refused.
 UNSUPPORTED_TORCH_DTYPES = (
     "complex128", "complex32", "qint8", "quint8", "qint32", "quint4x2", "quint2x4",
@@ -95,9 +95,8 @@ class TensorRef:
     @property
     def out_shape(self) -> tuple[int, ...]:
         """Shape in the file: torch's float4_e2m1fn_x2 packs two F4 values per element."""
-        if self.dtype.code == "F4":
-            return self.shape[:-1] + (self.shape[-1] * 2,)
-        return self.shape
+        shape = self.dtype.file_shape(self.shape)
+        return self.shape if shape is None else shape  # 0-d pairs are refused when read
 
     @property
     def numel(self) -> int:
@@ -199,7 +198,7 @@ def make_tensor(storage: Any, offset: Any, size: Any, stride: Any, dtype: DType 
                 f"reaches element {last}, but its storage {storage.root!r} holds {elements}",
                 storage=storage.root,
             )
-    if dtype.code == "F4" and not shape:
+    if dtype.file_shape(shape) is None:
         raise UnsupportedDtype(f"{fn}: a 0-dim float4_e2m1fn_x2 tensor has no F4 shape")
     conj = neg = False
     if metadata:

@@ -7,16 +7,15 @@ checks for it (``supports_view``).
 
 from __future__ import annotations
 
-import errno
 import mmap
 import os
-import stat
 import sys
 import threading
 from functools import cache
 from typing import Any, BinaryIO, Protocol, runtime_checkable
 
 from ..errors import FileClosed, SourceError
+from .regular import open_regular
 
 
 @runtime_checkable
@@ -43,14 +42,8 @@ def _short_read(name: str, offset: int, wanted: int, got: int) -> SourceError:
 
 
 def _open_fd(path: str | os.PathLike[str]) -> int:
-    try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
-    except FileNotFoundError:
-        raise FileNotFoundError(f"No such file or directory: {os.fspath(path)}") from None
-    if stat.S_ISDIR(os.fstat(fd).st_mode):  # else mmap says "No such device", with no path
-        os.close(fd)
-        raise IsADirectoryError(errno.EISDIR, "Is a directory", os.fspath(path))
-    return fd
+    # Regular files only, refused before a FIFO could block (io/regular.py).
+    return open_regular(path)
 
 
 @cache
