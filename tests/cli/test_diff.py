@@ -8,8 +8,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pysafetensors.cli import _common
-from pysafetensors.cli.diff import compute_diff, render_diff
+from pysafetensors.cli.diff import render_diff
+from pysafetensors.tools import _chunks
+from pysafetensors.tools.diff import diff_files as compute_diff
 from pysafetensors.numpy import save_file
 
 from .conftest import run_cli
@@ -86,7 +87,7 @@ def test_values_chunked_equals_whole(tmp_path: Path, monkeypatch: pytest.MonkeyP
     u["i"][0] += 1
     a, b = _save(tmp_path / "a.safetensors", t), _save(tmp_path / "b.safetensors", u)
     whole = compute_diff(str(a), str(b), values=True)
-    monkeypatch.setattr(_common, "CHUNK_ELEMENTS", 16)
+    monkeypatch.setattr(_chunks, "CHUNK_ELEMENTS", 16)
     chunked = compute_diff(str(a), str(b), values=True)
     for w, c in zip(whole.values or [], chunked.values or []):
         assert (w.name, w.differing, w.max_abs_diff) == (c.name, c.differing, c.max_abs_diff)
@@ -97,10 +98,10 @@ def test_values_chunked_equals_whole(tmp_path: Path, monkeypatch: pytest.MonkeyP
 
 
 def test_formats(sample: Path, tmp_path: Path) -> None:
-    from pysafetensors.cli.metadata import compute_metadata
+    from pysafetensors.tools.metadata import edit_metadata
 
     other = tmp_path / "o.safetensors"
-    compute_metadata(str(sample), "set", {"x": "1"}, output=str(other))
+    edit_metadata(str(sample), "set", {"x": "1"}, output=str(other))
     md = run_cli("diff", sample, other, "--format", "md")
     assert md.code == 1 and md.out.startswith("# diff") and "| + | `x` | '1' |" in md.out
     js = run_cli("diff", sample, other, "--format", "json")

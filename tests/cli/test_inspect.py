@@ -8,7 +8,8 @@ from pathlib import Path
 
 import numpy as np
 
-from pysafetensors.cli.inspect import compute_inspect, render_inspect
+from pysafetensors.cli.inspect import render_inspect
+from pysafetensors.tools.summary import summarize as compute_inspect
 
 from .conftest import run_cli, sample_tensors
 

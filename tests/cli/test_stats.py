@@ -8,15 +8,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pysafetensors.cli import _common
-from pysafetensors.cli.stats import compute_stats
+from pysafetensors.tools import _chunks
+from pysafetensors.tools.stats import file_stats as compute_stats
 
 from .conftest import run_cli, sample_tensors
 
 
 def _expected(a: np.ndarray) -> dict:
-    if np.iscomplexobj(a):
-        x = np.abs(a).astype(np.float64).ravel()
+    if np.iscomplexobj(a):  # magnitudes computed in complex128 (no float32 rounding or overflow)
+        x = np.abs(a.astype(np.complex128)).ravel()
     else:
         x = a.astype(np.float64).ravel()
     finite = x[np.isfinite(x)]
@@ -52,7 +52,7 @@ def test_chunked_equals_whole(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
     path = tmp_path / "c.safetensors"
     save_file(t, str(path))
     whole = compute_stats(str(path))
-    monkeypatch.setattr(_common, "CHUNK_ELEMENTS", 8)
+    monkeypatch.setattr(_chunks, "CHUNK_ELEMENTS", 8)
     chunked = compute_stats(str(path))
     for w, c in zip(whole.tensors, chunked.tensors):
         assert (w.min, w.max, w.nan, w.inf, w.zeros) == (c.min, c.max, c.nan, c.inf, c.zeros)
@@ -95,13 +95,13 @@ def test_memory_is_bounded_by_the_chunk_not_the_tensor(tmp_path: Path, monkeypat
     """stats and diff --values allocate per chunk: peak numpy memory stays far below the tensor size."""
     import tracemalloc
 
-    from pysafetensors.cli.diff import compute_diff
+    from pysafetensors.tools.diff import diff_files as compute_diff
     from pysafetensors.numpy import save_file
 
     n = 4 << 20  # a 16 MB float32 tensor
     path = tmp_path / "big.safetensors"
     save_file({"t": np.arange(n, dtype=np.float32)}, str(path))
-    monkeypatch.setattr(_common, "CHUNK_ELEMENTS", 1 << 16)  # 64K elements: ~0.5 MB float64 copies
+    monkeypatch.setattr(_chunks, "CHUNK_ELEMENTS", 1 << 16)  # 64K elements: ~0.5 MB float64 copies
     for run in (lambda: compute_stats(str(path)), lambda: compute_diff(str(path), str(path), values=True)):
         tracemalloc.start()
         try:
