@@ -9,10 +9,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pysafetensors.tools import metadata as meta_mod
-from pysafetensors.tools.metadata import edit_metadata as compute_metadata
 from pysafetensors.errors import WriteError
 from pysafetensors.numpy import load_file, save_file
+from pysafetensors.tools import metadata as meta_mod
+from pysafetensors.tools.metadata import edit_metadata as compute_metadata
 
 from .conftest import SAMPLE_METADATA, run_cli
 

@@ -19,8 +19,8 @@ import numpy as np
 import pytest
 from servers import RangeServer
 
-from pysafetensors.tools import _chunks
 from pysafetensors.numpy import load_file, save_sharded
+from pysafetensors.tools import _chunks
 
 from .conftest import SAMPLE_METADATA, run_cli, sample_tensors
 

@@ -230,9 +230,13 @@ def diff_files(
     atol: float | None = None,
     progress: Progress = no_progress,
 ) -> DiffResult:
-    """Compare two checkpoints.  ``same`` is False on any structural, metadata or value difference."""
+    """Compare two checkpoints.  ``same`` is False on any structural, metadata or value difference.
+
+    ``values`` streams both to compare tensor values; a tolerance (``rtol``/``atol``) implies it.
+    """
     _check_tolerance("rtol", rtol)
     _check_tolerance("atol", atol)
+    values = values or rtol is not None or atol is not None
     if not isinstance(a, Checkpoint):
         with open_checkpoint(a) as opened:
             return diff_files(opened, b, values, rtol, atol, progress)
