@@ -44,7 +44,7 @@ def _commands(a: Path, b: Path) -> list[list[object]]:
         ["stats", a], ["id", a, "--tensors"],
         ["diff", a, b, "--values"], ["diff", a, b, "--format", "md"],
         ["metadata", a, "get"], ["metadata", a, "get", EVIL_KEY],
-        ["metadata", a, "set", f"{EVIL_KEY}=new\x1b[2J", "--dry-run"],
+        ["metadata", a, "set", f"{EVIL_KEY}=new\x1b[2J", "--dry-run"], ["validate", a],
     ]
 
 
@@ -95,6 +95,7 @@ def test_signed_and_credential_urls_never_printed(evil: tuple[Path, Path]) -> No
             run_cli("inspect", creds), run_cli("inspect", missing), run_cli("metadata", missing, "get"),
             run_cli("metadata", signed, "set", "k=v"),  # refused: no --output for a URL
             run_cli("inspect", signed, "--frobnicate"),  # a usage error
+            run_cli("validate", signed), run_cli("validate", signed, "--json"), run_cli("validate", missing),
         ]
         assert runs[0].code == 0 and "/m.safetensors" in runs[0].out
         assert json.loads(runs[1].out)["path"] == server.url("m.safetensors")

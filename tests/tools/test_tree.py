@@ -107,3 +107,16 @@ def test_inspect_tree_lists_every_tensor_once(tmp_path: Path) -> None:
     deep = tmp_path / "deep.safetensors"
     save_file({".".join(["l"] * 5000): np.zeros(1, np.float32)}, str(deep))
     assert run_cli("inspect", deep, "--tree", "--json").code == 0
+
+
+def test_tree_from_tensor_infos_equals_tree_from_rows(tmp_path: Path) -> None:
+    from pysafetensors.tools.checkpoint import open_checkpoint
+    from pysafetensors.tools.summary import tensor_rows
+
+    path = tmp_path / "m.safetensors"
+    from pysafetensors.numpy import save_file
+
+    save_file({"a.b": np.zeros((2, 3), np.float32), "a": np.zeros((), np.int8), "c.d.e": np.zeros(5)}, str(path))
+    with open_checkpoint(path) as ckpt:
+        assert build_tree(ckpt.tensors).to_dict() == build_tree(tensor_rows(ckpt)).to_dict()
+        assert build_tree(ckpt.tensors).parameters == 6 + 1 + 5

@@ -13,7 +13,7 @@ from contextlib import AbstractContextManager
 from typing import Any
 
 from ..errors import MissingDependency
-from ..tools._base import Bar, Progress, to_jsonable
+from ..tools import Bar, Progress, to_jsonable
 from ..tools.checkpoint import matches
 
 __all__ = ["emit", "escape_text", "matches", "progress", "progress_factory", "render_json", "terminal_safe", "to_jsonable"]
@@ -52,7 +52,8 @@ def terminal_safe(obj: Any) -> Any:
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
         out = copy.copy(obj)
         for f in dataclasses.fields(obj):
-            setattr(out, f.name, terminal_safe(getattr(obj, f.name)))
+            if not f.name.startswith("_"):  # private fields are never rendered
+                object.__setattr__(out, f.name, terminal_safe(getattr(obj, f.name)))  # frozen ones too
         return out
     if isinstance(obj, dict):
         return {terminal_safe(k): terminal_safe(v) for k, v in obj.items()}
@@ -166,3 +167,21 @@ def progress_factory(args: Any) -> Progress:
         return bar
 
     return make
+
+
+def short_text(value: str, limit: int = 200) -> str:
+    return value if len(value) <= limit else value[:limit] + f"... ({len(value)} chars)"
+
+
+def disagreement_lines(disagreements: Any) -> list[str]:
+    """One ``! shard headers disagree on KEY: ...`` line per MetadataDisagreement (escaped input)."""
+    out = []
+    for d in disagreements or []:
+        parts = ([f"index {quote_value(d.index)}"] if d.index is not None else [])
+        parts += [f"{shard} {quote_value(v)}" for shard, v in d.shards.items()]
+        out.append(f"! shard headers disagree on {d.key}: {', '.join(parts)}")
+    return out
+
+
+def quote_value(v: str | None) -> str:
+    return "(absent)" if v is None else f"'{short_text(v, 60)}'"

@@ -10,7 +10,18 @@ from typing import Any
 
 from ..tools.summary import MODELSPEC_PREFIX, Summary, summarize
 from ..tools.tree import TreeNode
-from ._common import emit, fmt_bytes, fmt_count, fmt_int, plural, render_json, table, terminal_safe
+from ._common import (
+    disagreement_lines,
+    emit,
+    fmt_bytes,
+    fmt_count,
+    fmt_int,
+    plural,
+    render_json,
+    short_text,
+    table,
+    terminal_safe,
+)
 from ._inputs import open_input
 
 
@@ -36,36 +47,23 @@ def _metadata_lines(result: Summary) -> list[str]:
     else:
         out.append("metadata:" + ("    (empty)" if not result.metadata else "") + where)
         for k, v in plain.items():
-            out.append(f"  {k}: {_short(v)}")
+            out.append(f"  {k}: {short_text(v)}")
     if result.modelspec:
         out.append("modelspec:")
         for k, v in result.modelspec.items():
-            out.append(f"  {k[len(MODELSPEC_PREFIX):]}: {_short(v)}")
+            out.append(f"  {k[len(MODELSPEC_PREFIX):]}: {short_text(v)}")
     groups = result.shard_metadata or []
     if len(groups) == 1:
         out.append(f"shard metadata (the same in all {plural(len(groups[0].files), 'shard')}):"
                    + ("  (none)" if groups[0].metadata is None else ""))
-        out.extend(f"  {k}: {_short(v)}" for k, v in (groups[0].metadata or {}).items())
+        out.extend(f"  {k}: {short_text(v)}" for k, v in (groups[0].metadata or {}).items())
     elif groups:
         out.append("shard metadata (differs between shards):")
         for g in groups:
             out.append(f"  {', '.join(g.files)}:" + ("  (none)" if g.metadata is None else ""))
-            out.extend(f"    {k}: {_short(v)}" for k, v in (g.metadata or {}).items())
-    out.extend(_disagreement_lines(result.metadata_disagreements))
+            out.extend(f"    {k}: {short_text(v)}" for k, v in (g.metadata or {}).items())
+    out.extend(disagreement_lines(result.metadata_disagreements))
     return out
-
-
-def _disagreement_lines(disagreements: Any) -> list[str]:
-    out = []
-    for d in disagreements or []:
-        parts = ([f"index {_quote(d.index)}"] if d.index is not None else [])
-        parts += [f"{shard} {_quote(v)}" for shard, v in d.shards.items()]
-        out.append(f"! shard headers disagree on {d.key}: {', '.join(parts)}")
-    return out
-
-
-def _quote(v: str | None) -> str:
-    return "(absent)" if v is None else f"'{_short(v, 60)}'"
 
 
 def render_inspect(result: Summary, fmt: str = "text", tensors: bool = False) -> str:
@@ -98,10 +96,6 @@ def render_inspect(result: Summary, fmt: str = "text", tensors: bool = False) ->
         out.append(f"tree ({fmt_int(result.tree.parameters)} params):")
         _render_tree(result.tree, out)
     return "\n".join(out) + "\n"
-
-
-def _short(value: str, limit: int = 200) -> str:
-    return value if len(value) <= limit else value[:limit] + f"... ({len(value)} chars)"
 
 
 def add_parser(subparsers: Any) -> None:

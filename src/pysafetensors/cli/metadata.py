@@ -13,9 +13,8 @@ from typing import Any
 
 from ..errors import MetadataKeyNotFound
 from ..tools.metadata import MetadataResult, edit_metadata, load_json_metadata, parse_assignments, read_metadata
-from ._common import emit, progress_factory, render_json, terminal_safe
+from ._common import disagreement_lines, emit, progress_factory, render_json, terminal_safe
 from ._inputs import open_input, storage_options_for
-from .inspect import _disagreement_lines
 
 __all__ = ["add_parser", "load_json_metadata", "parse_assignments", "render_metadata", "run"]
 
@@ -31,7 +30,7 @@ def render_metadata(r: MetadataResult, fmt: str = "text") -> str:
             text = "(no metadata)\n"
         else:
             text = "".join(f"{k}: {v}\n" for k, v in r.metadata.items()) or "(empty metadata)\n"
-        return text + "".join(line + "\n" for line in _disagreement_lines(r.metadata_disagreements))
+        return text + "".join(line + "\n" for line in disagreement_lines(r.metadata_disagreements))
     if not r.changed:
         return f"{r.path}: metadata unchanged, nothing written\n"
     verb = "would write" if r.dry_run else "wrote"

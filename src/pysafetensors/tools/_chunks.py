@@ -17,10 +17,6 @@ from ..format.dtypes import DType
 CHUNK_ELEMENTS = 1 << 21
 
 
-def chunk_elements() -> int:
-    return CHUNK_ELEMENTS
-
-
 def read_ahead_bytes() -> int:
     """Bytes fetched per request when small tensors are read back to back from a remote input."""
     return CHUNK_ELEMENTS * 8

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 from ._base import JsonResult
 
@@ -20,18 +20,21 @@ MAX_DEPTH = 64
 
 
 class TensorLike(Protocol):
-    """What a tree needs of a tensor (TensorRow and similar)."""
+    """What a tree needs of a tensor: a TensorRow (``dtype`` a code, ``parameters``) or a
+    TensorInfo (``dtype`` a DType, ``nelements``)."""
 
     @property
     def name(self) -> str: ...
     @property
-    def dtype(self) -> str: ...
-    @property
-    def shape(self) -> list[int]: ...
-    @property
-    def parameters(self) -> int: ...
+    def shape(self) -> Sequence[int]: ...
     @property
     def nbytes(self) -> int: ...
+
+
+def _facts(row: Any) -> tuple[str, int]:
+    dtype = getattr(row.dtype, "code", row.dtype)
+    params = row.parameters if hasattr(row, "parameters") else row.nelements
+    return str(dtype), int(params)
 
 
 @dataclass
@@ -65,14 +68,18 @@ def split_name(name: str) -> list[str]:
 
 
 def build_tree(rows: Sequence[TensorLike]) -> TreeNode:
-    """Group tensors by dotted prefix; every node carries its subtree's totals."""
+    """Group tensors by dotted prefix; every node carries its subtree's totals.
+
+    ``rows``: :func:`pysafetensors.tools.summary.tensor_rows` or ``Checkpoint.tensors``.
+    """
     root = TreeNode("", 0, 0, 0)
     groups: dict[tuple[str, ...], TreeNode] = {(): root}
     for row in sorted(rows, key=lambda r: r.name):
+        dtype, params = _facts(row)
         parts = split_name(row.name)
         node = root
         for depth in range(1, len(parts)):
-            node.parameters += row.parameters
+            node.parameters += params
             node.tensors += 1
             node.nbytes += row.nbytes
             key = tuple(parts[:depth])
@@ -81,9 +88,9 @@ def build_tree(rows: Sequence[TensorLike]) -> TreeNode:
                 child = groups[key] = TreeNode(".".join(key), 0, 0, 0, label=parts[depth - 1])
                 node.children.append(child)
             node = child
-        node.parameters += row.parameters
+        node.parameters += params
         node.tensors += 1
         node.nbytes += row.nbytes
-        leaf = TreeNode(row.name, row.parameters, 1, row.nbytes, dtype=row.dtype, shape=list(row.shape), label=parts[-1])
+        leaf = TreeNode(row.name, params, 1, row.nbytes, dtype=dtype, shape=list(row.shape), label=parts[-1])
         node.children.append(leaf)
     return root
