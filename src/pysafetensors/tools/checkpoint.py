@@ -3,7 +3,7 @@
 An input is a local file, an ``http(s)://`` or fsspec URL (``memory://``, ``s3://``...), a
 ``*.safetensors.index.json`` (local or URL), a local directory holding a checkpoint, or a
 local pipe/FIFO/character device (``/dev/stdin``), read into memory up to what its header
-declares (at most :data:`STREAM_CAP` bytes).  :func:`open_checkpoint` opens it once as a
+declares (at most 4 GiB, ``_pipes.STREAM_CAP``).  :func:`open_checkpoint` opens it once as a
 :class:`Checkpoint`.
 
 The metadata rule (one rule for every tool): a checkpoint's ``metadata`` is the single file's
@@ -23,7 +23,6 @@ per small tensor.
 
 from __future__ import annotations
 
-import json
 import os
 import stat
 from collections.abc import Iterator, Mapping, Sequence
@@ -32,16 +31,15 @@ from fnmatch import fnmatchcase
 from typing import Any, Protocol
 
 from ..errors import InvalidIndex, SafetensorError, SourceError, TensorNotFound
-from ..format.header import HEADER_CAP, N_LEN, TensorInfo
+from ..format.header import N_LEN, TensorInfo
 from ..io.redact import redact_url
 from ..io.registry import url_scheme
 from ..io.sources import MemorySource, supports_view
 from ..reader import SafeFile, alloc
 from ..sharded import ShardedFile, is_index_name, open_file
 from ._chunks import read_ahead_bytes
+from ._pipes import read_stream
 
-# A pipe or character device is read into memory; this bounds what its header may claim.
-STREAM_CAP = 4 << 30
 # Tensors at most this far apart in a file still share one read-ahead request.
 READ_AHEAD_GAP = 64 << 10
 
@@ -301,66 +299,6 @@ def _from_sharded(path: str, sf: ShardedFile) -> Checkpoint:
 def is_sharded_path(path: str) -> bool:
     """Whether ``path`` names a sharded checkpoint (an index JSON, or a local directory)."""
     return is_index_name(path) or (url_scheme(path) is None and os.path.isdir(path))
-
-
-def _read_exact(fd: int, n: int) -> bytes:
-    parts, got = [], 0
-    while got < n:
-        part = os.read(fd, min(n - got, 16 << 20))
-        if not part:
-            break
-        parts.append(part)
-        got += len(part)
-    return b"".join(parts)
-
-
-def _declared_data_end(header: bytes) -> int:
-    """The largest data offset the header names (0 when it names none or is not JSON).
-
-    Only a bound on how much of a stream to read; the reader validates the header itself.
-    """
-    try:
-        obj = json.loads(header)
-    except (ValueError, RecursionError):
-        return 0
-    ends = [0]
-    if isinstance(obj, dict):
-        for entry in obj.values():
-            offsets = entry.get("data_offsets") if isinstance(entry, dict) else None
-            if isinstance(offsets, list) and offsets and all(type(o) is int for o in offsets):
-                ends.append(max(offsets))
-    return max(ends)
-
-
-def read_stream(path: str) -> bytes:
-    """The bytes of a pipe, FIFO or character device: the length prefix, the header, then the
-    data region the header declares plus one byte (so trailing bytes are reported), never more
-    than STREAM_CAP.  Opened non-blocking so a FIFO without a writer reads as empty instead of
-    hanging; the reads themselves block as for any pipe.
-    """
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
-    try:
-        os.set_blocking(fd, True)
-        data = _read_exact(fd, N_LEN)
-        if len(data) < N_LEN:
-            return data
-        n = int.from_bytes(data, "little")
-        if n > HEADER_CAP:
-            return data  # the reader reports the oversized header
-        header = _read_exact(fd, n)
-        data += header
-        if len(header) < n:
-            return data
-        end = _declared_data_end(header)
-        if N_LEN + n + end > STREAM_CAP:
-            raise SourceError(
-                f"{path}: not a regular file, and its header declares {N_LEN + n + end:,} bytes, over the "
-                f"{STREAM_CAP:,}-byte limit for reading a stream into memory; save it to a file first",
-                size=N_LEN + n + end,
-            )
-        return data + _read_exact(fd, end + 1)
-    finally:
-        os.close(fd)
 
 
 def _open(path: str, storage_options: Mapping[str, Any] | None) -> SafeFile | ShardedFile:
