@@ -158,9 +158,8 @@ def test_cli_reference_usage_is_what_help_prints(site: Path, monkeypatch: pytest
 
 
 def test_api_reference_is_rendered_from_docstrings(site: Path) -> None:
-    from pysafetensors import errors, safe_open
+    from pysafetensors import errors, open_writer, safe_open
     from pysafetensors.numpy import load_file
-    from pysafetensors import open_writer
 
     def first_line(obj: object) -> str:
         doc = obj.__doc__ or ""

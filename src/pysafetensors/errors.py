@@ -108,6 +108,10 @@ class TensorNotFound(SafetensorError, KeyError):
     """The file has no tensor of that name."""
 
 
+class MetadataKeyNotFound(SafetensorError, KeyError):
+    """The file's ``__metadata__`` has no entry of that key (``metadata get``/``unset``)."""
+
+
 class FileClosed(SafetensorError, ValueError):
     """The handle was used after it was closed."""
 
@@ -166,6 +170,11 @@ class IncompleteWrite(SerializeError):
 
 class WriteError(SafetensorError, OSError):
     """Writing the output failed (disk full, permission...); the previous file is left intact."""
+
+
+class ProtectedTarget(WriteError):
+    """An edit refused before writing: the target is read-only, a symbolic link or hard-linked,
+    and the caller did not say how to treat it (``force``, ``links``)."""
 
 
 class SourceError(SafetensorError, OSError):

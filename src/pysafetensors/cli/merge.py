@@ -70,7 +70,7 @@ def compute_merge(path: str, output: str, show_progress: bool = False) -> MergeR
         names = sorted(t.name for t in inp.tensors)
         total = sum(t.nbytes for t in inp.tensors)
         with progress(total, "merging", show_progress) as bar:
-            write_file(write_items(inp, names, bar), output, inp.metadata, durable=True)
+            write_file(write_items(inp, names, bar), output, inp.header_metadata, durable=True)
         return MergeResult(path, output, inp.file_names, len(names), total, skipped)
 
 

@@ -27,10 +27,11 @@ from ..format.header import (
     parse_header,
 )
 from ..format.index import check_shard
+from ..io.redact import redact_url
 from ..io.registry import open_source
 from ..sharded import find_in_directory, is_index_name, open_index
-from ._common import emit, plural, render_json
-from ._inputs import is_sharded_path
+from ._common import emit, plural, render_json, terminal_safe
+from ._inputs import is_sharded_path, storage_options_for
 
 _U64 = 1 << 64
 
@@ -221,7 +222,7 @@ def _read_head(source: Any) -> bytes:
 
 def _validate_file(path: str) -> ValidateResult:
     """Validate one file: a local path or a URL (only its header is read)."""
-    source = open_source(path, "pread")
+    source = open_source(path, "pread", storage_options_for(path))
     try:
         size = source.size
         head = _read_head(source)
@@ -247,7 +248,7 @@ def _validate_sharded(path: str) -> ValidateResult:
         if not is_index_name(path):  # a directory holding one plain file
             return _validate_file(path)
     # Bad JSON and unsafe shard names are errors (exit 2): there is nothing to check.
-    sharded = open_index(path)
+    sharded = open_index(path, storage_options=storage_options_for(path))
     index = sharded.index
     r = ValidateResult(path, True, 0, files=index.shards)
     seen: dict[str, str] = {}
@@ -303,6 +304,7 @@ def compute_validate(path: str) -> ValidateResult:
 def render_validate(r: ValidateResult, fmt: str = "text") -> str:
     if fmt == "json":
         return render_json(r)
+    r = terminal_safe(r)
     out = []
     for kind, items in (("problem", r.problems), ("warning", r.warnings)):
         for p in items:
@@ -326,5 +328,6 @@ def add_parser(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     r = compute_validate(args.file)
+    r.path = redact_url(r.path)  # a signed URL's query string or a password is never printed
     emit(render_validate(r, "json" if args.json else "text"))
     return 0 if r.valid else 1
