@@ -174,9 +174,13 @@ class _DagList:
 
 
 @pytest.mark.timeout(90)
-def test_error_messages_do_not_print_a_shared_graph(tmp_path):
+@pytest.mark.parametrize("container", ["list", "OrderedDict"])
+def test_error_messages_do_not_print_a_shared_graph(tmp_path, container):
     """A bad argument's repr in an error message is bounded (a full repr would never end)."""
-    data = pickle.dumps({"w": Payload(torch.Size, _DagList.build())}, protocol=2)
+    from collections import OrderedDict
+
+    graph = _DagList.build() if container == "list" else OrderedDict(a=_DagList.build())
+    data = pickle.dumps({"w": Payload(torch.Size, graph)}, protocol=2)
     src = _zip_with_pickle(tmp_path, data)
     outcome = convert_in_child(src, str(tmp_path / "out.safetensors"))
     assert outcome.startswith("CorruptCheckpoint None |") and "torch.Size" in outcome, outcome

@@ -98,6 +98,10 @@ class _ShortRepr(reprlib.Repr):
         return repr(x) if len(x) <= 40 else f"{x[:30]!r}... ({len(x):,} bytes)"
 
     repr_bytearray = repr_bytes
+    # reprlib picks a method by type name and falls back to the full builtin repr: name the
+    # container subclasses a checkpoint unpickles to, so they are bounded too.
+    repr_OrderedDict = reprlib.Repr.repr_dict
+    repr_TorchSize = reprlib.Repr.repr_tuple
 
 
 _SHORT = _ShortRepr()
