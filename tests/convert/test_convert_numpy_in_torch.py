@@ -227,3 +227,32 @@ def test_numpy_array_archive_entries_are_not_torch_storages(tmp_path):
     report = convert_file(src, tmp_path / "a.safetensors")
     assert report.source_bytes == report.tensor_bytes == 24
     checkpoint.close()
+
+
+@pytest.mark.parametrize("protocol", [2, 5])
+def test_mutated_numpy_checkpoints_fail_only_with_safetensor_errors(tmp_path, protocol):
+    """Random byte flips in a pickle full of numpy values: converted or refused with a
+    SafetensorError, never another exception."""
+    import random
+
+    from pysafetensors.errors import SafetensorError
+
+    ckpt = {"s": np.float64(1.5), "i": np.int32(3), "a": np.arange(6, dtype=np.float32).reshape(2, 3),
+            "f": np.asfortranarray(np.ones((2, 3))), "be": np.arange(3, dtype=">i4"), "z": np.zeros((0, 3)),
+            "u": np.array("abc"), "t": torch.ones(3), "d": np.datetime64("2020-01-01")}
+    src = save(ckpt, tmp_path / "n.pt", protocol=protocol)
+    pkl = entry(src, "/data.pkl")
+    rng = random.Random(protocol)
+    bad = tmp_path / "m.pt"
+    outcomes = set()
+    for _ in range(150):
+        data = bytearray(pkl)
+        for _ in range(rng.randint(1, 4)):
+            data[rng.randrange(len(data))] = rng.randrange(256)
+        replace_entry(src, str(bad), "/data.pkl", bytes(data))
+        try:
+            convert_file(bad, tmp_path / "m.safetensors")
+            outcomes.add("ok")
+        except SafetensorError as e:
+            outcomes.add(type(e).__name__)
+    assert "CorruptCheckpoint" in outcomes
