@@ -231,6 +231,14 @@ class CorruptCheckpoint(ConversionError, ValueError):
     """A truncated or malformed archive, pickle or storage (offsets outside the storage...)."""
 
 
+class ConversionLimitExceeded(CorruptCheckpoint):
+    """The input asks for more work or memory than its real size can justify: containers shared
+    so often that flattening would walk far more entries than the file holds, an allocation
+    (``bytearray(n)``, a zip member's inflated size...) past the budget of its size times a
+    fixed factor, an oversized dict key.  ``limit`` names the bound; ``requested`` and
+    ``allowed`` carry the numbers.  Raised before the work or the allocation happens."""
+
+
 class VerificationFailed(ConversionError):
     """The written file does not match its source; ``report`` holds the findings."""
 

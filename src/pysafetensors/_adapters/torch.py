@@ -271,8 +271,16 @@ def get_slice(file: SafeFile, name: str, index: Any, device: Device) -> Any:
 
 
 def tensor_bytes(tensor: Any) -> Any:
-    """The bytes of a contiguous CPU tensor, as a zero-copy numpy uint8 view."""
+    """The bytes of a contiguous CPU tensor, as a zero-copy numpy uint8 view.
+
+    A conjugate or negative view (``x.conj()``, ``torch._neg_view(x)``) keeps the
+    un-negated values in memory with a lazy bit; torch refuses to view those as bytes, and the
+    raw memory holds the wrong values anyway.  Those are resolved into one copy so the file
+    holds the values the tensor shows.
+    """
     t = tensor.detach()
+    if t.is_conj() or t.is_neg():
+        t = t.resolve_conj().resolve_neg()
     if t.device.type != "cpu":
         t = t.to("cpu")
     flat = t.reshape(-1)
