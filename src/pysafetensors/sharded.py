@@ -85,6 +85,9 @@ class ShardedFile:
             out.extend(n for n in self.shard(shard).names() if n in wanted)
         return out
 
+    def __contains__(self, name: object) -> bool:
+        return isinstance(name, str) and name in self.index.weight_map
+
     def check_open(self) -> None:
         if self._closed:
             raise FileClosed("File is closed")
@@ -105,7 +108,7 @@ class ShardedFile:
         if shard is None:
             raise TensorNotFound(f"File does not contain tensor {name}", tensor=name)
         f = self.shard(shard)
-        if name not in f._by_name:
+        if name not in f:
             raise InvalidIndex(
                 f"{self.name}: the index puts tensor {name!r} in {shard}, which does not contain it",
                 tensor=name,
@@ -129,7 +132,7 @@ class ShardedFile:
         for shard in self.shard_names:
             wanted = set(self.index.tensors_in(shard))
             f = self.shard(shard)
-            missing = wanted - set(f._by_name)
+            missing = {n for n in wanted if n not in f}
             if missing:
                 raise InvalidIndex(
                     f"{self.name}: the index puts {sorted(missing)} in {shard}, which does not contain them",
@@ -184,21 +187,24 @@ def find_in_directory(directory: str) -> str:
     raise InvalidIndex(f"{directory}: several .safetensors files and no index ({', '.join(files)}); open one of them")
 
 
-def open_index(location: Any, backend: str = "mmap", storage_options: Mapping[str, Any] | None = None) -> ShardedFile:
-    """Open an index file (path or URL); shard files are resolved next to it."""
+def open_index(
+    location: Any, backend: str | None = None, storage_options: Mapping[str, Any] | None = None
+) -> ShardedFile:
+    """Open an index file (path or URL); shard files are resolved next to it and each opened
+    through ``io.open_source`` with ``backend`` (None: chosen per shard)."""
     location = os.fspath(location) if isinstance(location, os.PathLike) else location
     src = open_source(location, backend, storage_options)
     try:
         if src.size > INDEX_CAP:
             raise InvalidIndex(
-                f"{getattr(src, 'name', location)}: index is {src.size} bytes, over the {INDEX_CAP}-byte cap",
+                f"{src.name}: index is {src.size} bytes, over the {INDEX_CAP}-byte cap",
                 size=src.size,
             )
         data = bytearray(src.size)
         src.read_into(0, memoryview(data))
     finally:
         src.close()
-    name = getattr(src, "name", str(location))
+    name = src.name
     index = parse_index(bytes(data), name)
     if url_scheme(location) and url_scheme(location) != "file":
         base = location.split("?", 1)[0].rsplit("/", 1)[0]
@@ -218,7 +224,7 @@ def open_index(location: Any, backend: str = "mmap", storage_options: Mapping[st
 
 
 def open_file(
-    obj: Any, backend: str = "mmap", storage_options: Mapping[str, Any] | None = None
+    obj: Any, backend: str | None = None, storage_options: Mapping[str, Any] | None = None
 ) -> SafeFile | ShardedFile:
     """A SafeFile, or a ShardedFile for an index file or a local checkpoint directory."""
     path = os.fspath(obj) if isinstance(obj, os.PathLike) else obj

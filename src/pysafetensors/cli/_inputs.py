@@ -1,4 +1,5 @@
-"""The one place the CLI opens its inputs, through :func:`pysafetensors.sharded.open_file`.
+"""The one place the CLI opens its inputs, through :func:`pysafetensors.sharded.open_file`
+(so through ``io.open_source``: mmap, or pread on network and FUSE filesystems).
 
 An input is a local file, an ``http(s)://`` or fsspec URL (``memory://``, ``s3://``...), a
 ``*.safetensors.index.json`` (local or URL) or a local directory holding a checkpoint.  The
@@ -17,8 +18,8 @@ from typing import Any, Protocol
 
 from ..errors import InvalidIndex, SafetensorError, TensorNotFound
 from ..format.header import N_LEN, TensorInfo
+from ..io.protocols import capabilities
 from ..io.registry import url_scheme
-from ..io.sources import supports_view
 from ..reader import SafeFile, alloc
 from ..sharded import ShardedFile, is_index_name, open_file
 
@@ -32,12 +33,13 @@ class TensorBytes(Protocol):
 
 
 class RangedBytes:
-    """A tensor's bytes on a source without zero-copy views: ``[lo:hi]`` reads that range only."""
+    """A tensor's bytes on a source without zero-copy views: ``[lo:hi]`` reads that range only
+    (a failed read names the tensor: ``SafeFile.read_data``)."""
 
-    def __init__(self, source: Any, offset: int, length: int) -> None:
-        self.source = source
-        self.offset = offset
-        self.length = length
+    def __init__(self, file: SafeFile, info: TensorInfo) -> None:
+        self.file = file
+        self.info = info
+        self.length = info.nbytes
 
     def __len__(self) -> int:
         return self.length
@@ -50,7 +52,7 @@ class RangedBytes:
             raise ValueError("RangedBytes slices must be contiguous")
         buf = alloc(max(stop - start, 0))  # large chunks: an anonymous map, no zero-fill pass
         if len(buf):
-            self.source.read_into(self.offset + start, buf)
+            self.file.read_data(self.info.begin + start, buf, tensor=self.info.name)
         return buf
 
 
@@ -109,10 +111,9 @@ class Input:
     def data(self, name: str) -> TensorBytes:
         """The tensor's bytes to slice in chunks: a view of a mapped file, else ranged reads."""
         f = self._file(name)
-        info = f.info(name)
-        if supports_view(f.source):
+        if capabilities(f.source).view:
             return f.raw(name).data
-        return RangedBytes(f.source, f.header.data_start + info.begin, info.nbytes)
+        return RangedBytes(f, f.info(name))
 
     def read(self, name: str) -> memoryview:
         """The whole tensor's bytes (a view when mapped, else one read); for writers."""
@@ -182,10 +183,9 @@ def open_input(path: str, storage_options: Mapping[str, Any] | None = None) -> I
     """Open a file, URL, index JSON or checkpoint directory as one :class:`Input`."""
     path = os.fspath(path)
     try:
-        opened = open_file(path, "mmap", storage_options)
+        opened = open_file(path, None, storage_options)  # the backend is chosen per file
     except SafetensorError as e:
         raise _named(path, e) from None
     if isinstance(opened, ShardedFile):
         return _open_sharded(path, opened)
-    name = getattr(opened.source, "name", None) or path
-    return Input(path, [opened], [os.path.basename(str(name).rstrip("/"))], opened.metadata)
+    return Input(path, [opened], [os.path.basename((opened.name or path).rstrip("/"))], opened.metadata)
