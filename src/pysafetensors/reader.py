@@ -298,7 +298,7 @@ class SafeFile:
             try:
                 parallel_read(self.source, start, buf, workers)
             except OSError as e:
-                raise self._read_error(e, start, total) from e
+                raise self._read_error(e, start, total, buffer=buf) from e
         for t in header.tensors:
             yield RawTensor(t.name, t.dtype, t.shape, buf[t.begin : t.end], False, True)
 
@@ -381,37 +381,43 @@ class SafeFile:
         try:
             parallel_read(self.source, start, buf, threads)
         except OSError as e:
-            raise self._read_error(e, start, len(buf), tensor) from e
+            raise self._read_error(e, start, len(buf), tensor, buf) from e
 
-    def _read_error(self, e: OSError, offset: int, length: int, tensor: str | None = None) -> OSError:
-        """``e``, raised reading ``length`` bytes at file offset ``offset``, as a SourceError (of
-        ``e``'s class when it is one) that names the source, the tensor and the offset.
+    def _read_error(
+        self, e: OSError, offset: int, length: int, tensor: str | None = None, buffer: memoryview | None = None
+    ) -> OSError:
+        """``e``, raised reading ``length`` bytes at file offset ``offset`` (into ``buffer``), as a
+        SourceError (of ``e``'s class when it is one) naming the source, the tensor and the offset.
 
-        Our sources say where reading stopped (``SourceError.offset``); for a bare OSError
-        from another source the whole request is named.
+        Our sources say where reading stopped (``SourceError.offset``).  When a read spanning
+        several tensors failed without saying where (a bare OSError from another source), the
+        span is read again tensor by tensor into ``buffer`` (the error path only) to find the
+        tensor that fails; if none does, the whole span is named.
         """
         if isinstance(e, SourceError) and e.tensor is not None:
             return e  # already names its tensor
-        src = self.source.name
-        stopped = e.offset if isinstance(e, SourceError) else None
         data_start = self.header.data_start
+        stopped = e.offset if isinstance(e, SourceError) else None
+        if tensor is None and stopped is None and buffer is not None:
+            found = self._failing_piece(offset, length, buffer)
+            if found is not None:
+                tensor, e, offset, length = found
+                stopped = e.offset if isinstance(e, SourceError) else None
         if tensor is None:
-            names = self._tensors_between(
-                (stopped if stopped is not None else offset) - data_start,
-                (stopped + 1 if stopped is not None else offset + length) - data_start,
-            )
-            tensor = names[0] if names else None
-            what = f"tensor {names[0]!r}" if len(names) == 1 else f"tensors {names[0]!r} to {names[-1]!r}" if names else "the data"
+            lo = (stopped if stopped is not None else offset) - data_start
+            hi = (stopped + 1 if stopped is not None else offset + length) - data_start
+            names = [t.name for t in self.header.tensors if t.begin < hi and lo < t.end] or ["?"]
+            tensor = names[0]
+            what = f"tensor {tensor!r}" if len(names) == 1 else f"tensors {names[0]!r} to {names[-1]!r}"
         else:
             what = f"tensor {tensor!r}"
+        src = self.source.name
         where = f"at offset {stopped}" if stopped is not None else f"between offsets {offset} and {offset + length}"
         reason = str(e)
         if reason.startswith(src + ": "):
             reason = reason[len(src) + 2 :]
         context = dict(e.__dict__) if isinstance(e, SafetensorError) else {}
-        context.update(
-            offset=stopped if stopped is not None else offset, tensor=tensor, source=src, errno=e.errno
-        )
+        context.update(offset=stopped if stopped is not None else offset, tensor=tensor, source=src, errno=e.errno)
         message = f"{src}: reading {what} failed {where}: {reason}"
         cls = type(e) if isinstance(e, SourceError) else SourceError
         try:
@@ -419,10 +425,20 @@ class SafeFile:
         except TypeError:  # a subclass with a constructor of its own
             return SourceError(message, **context)
 
-    def _tensors_between(self, lo: int, hi: int) -> list[str]:
-        """Names of the non-empty tensors overlapping data-region bytes [lo, hi), in file order
-        (on the error path only: a scan)."""
-        return [t.name for t in self.header.tensors if t.begin < hi and lo < t.end]
+    def _failing_piece(self, offset: int, length: int, buffer: memoryview) -> tuple[str, OSError, int, int] | None:
+        """Read [offset, offset + length) again one tensor at a time: (tensor, its error, its
+        offset, its length) for the first piece that fails, None if every piece reads."""
+        rel = offset - self.header.data_start
+        pieces = [t for t in self.header.tensors if t.begin < rel + length and rel < t.end]
+        if len(pieces) < 2:
+            return None
+        for t in pieces:
+            lo, hi = max(t.begin, rel), min(t.end, rel + length)
+            try:
+                self.source.read_into(self.header.data_start + lo, buffer[lo - rel : hi - rel])
+            except OSError as e:
+                return t.name, e, self.header.data_start + lo, hi - lo
+        return None
 
     def close(self) -> None:
         with self._lock:
