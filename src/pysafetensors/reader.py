@@ -215,7 +215,7 @@ class SafeFile:
     def sorted_names(self) -> list[str]:
         """Names sorted (``safe_open.keys()``)."""
         self.check_open()
-        return sorted(t.name for t in self.header.tensors)
+        return sorted(self.names())
 
     def __contains__(self, name: object) -> bool:
         return isinstance(name, str) and name in self._by_name

@@ -267,3 +267,21 @@ def test_directory_is_named_in_the_error(tmp_path: Path, backend: str) -> None:
     with pytest.raises(IsADirectoryError) as e:
         open_source(tmp_path, backend)
     assert e.value.filename == str(tmp_path)
+
+
+def test_mmap_big_reads_copy_in_parallel_threads(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Reads of 1 MiB and more copy out of the map with the GIL released, from several threads."""
+    from pysafetensors import reader
+
+    data = os.urandom(5 << 20)
+    path = tmp_path / "big.bin"
+    path.write_bytes(data)
+    monkeypatch.setattr(reader, "_READ_CHUNK", 1 << 20)
+    src = MmapSource(path)
+    buf = memoryview(bytearray(len(data) - 3))
+    assert reader.read_workers(src, len(buf), 4) == 4
+    reader.parallel_read(src, 3, buf, 4)
+    assert bytes(buf) == data[3:]
+    src.close()
+    with pytest.raises(FileClosed):
+        src.read_into(0, memoryview(bytearray(2 << 20)))
