@@ -164,11 +164,14 @@ class MmapSource:
         """Raise SourceError when the file no longer holds ``[offset, offset + length)``."""
         try:
             now = m.size()  # fstat on the map's descriptor: the file's size at this moment
-        except ValueError:
-            raise FileClosed("File is closed") from None
-        except OSError as e:
+        except (ValueError, OSError) as e:
+            # A close() in another thread closes that descriptor (EBADF) or the map (ValueError).
+            if isinstance(e, ValueError) or self._closed:
+                raise FileClosed("File is closed") from None
             raise SourceError(f"{self.name}: cannot stat the file: {e}", offset=offset, source=self.name) from e
         if offset + length > now:
+            if self._closed:  # the descriptor closed under fstat may have been reused meanwhile
+                raise FileClosed("File is closed")
             raise SourceError(
                 f"{self.name}: short read at offset {max(offset, now)}: the file is {now} bytes now, "
                 f"{self.size} when it was opened (was the file truncated while open?)",
