@@ -132,7 +132,15 @@ class InvalidDevice(SafetensorError, ValueError):
     """A device string safetensors does not know, or one the framework cannot use."""
 
 
-class InvalidBackend(SafetensorError, ValueError):
+class InvalidArgument(SafetensorError, ValueError):
+    """An argument outside the values a function accepts (``threads=-1``...)."""
+
+
+class InvalidArgumentType(InvalidArgument, TypeError):
+    """An argument of the wrong type (``threads=2.5``, ``threads="2"``, ``threads=True``)."""
+
+
+class InvalidBackend(InvalidArgument):
     """A storage backend other than "mmap" or "pread"."""
 
 
@@ -178,7 +186,15 @@ class ProtectedTarget(WriteError):
 
 
 class SourceError(SafetensorError, OSError):
-    """Reading the underlying bytes failed (short read, I/O error)."""
+    """Reading the underlying bytes failed (short read, I/O error).
+
+    ``offset`` is the file offset where reading stopped, when known; a read the reader made
+    for a tensor also carries ``tensor`` and ``source`` (the file's name or redacted URL).
+    """
+
+    offset: int | None = None
+    tensor: str | None = None
+    source: str | None = None
 
 
 class NotARegularFile(SourceError):

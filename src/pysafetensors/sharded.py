@@ -113,6 +113,9 @@ class ShardedFile:
         ignored = set(self.check(shard).ignored)
         return [t for t in f.header.tensors if t.name not in ignored] if ignored else list(f.header.tensors)
 
+    def __contains__(self, name: object) -> bool:
+        return isinstance(name, str) and name in self.index.weight_map
+
     def check_open(self) -> None:
         if self._closed:
             raise FileClosed("File is closed")
@@ -245,21 +248,24 @@ def find_in_directory(directory: str) -> str:
     raise InvalidIndex(f"{directory}: several .safetensors files and no index ({', '.join(files)}); open one of them")
 
 
-def open_index(location: Any, backend: str = "mmap", storage_options: Mapping[str, Any] | None = None) -> ShardedFile:
-    """Open an index file (path or URL); shard files are resolved next to it."""
+def open_index(
+    location: Any, backend: str | None = None, storage_options: Mapping[str, Any] | None = None
+) -> ShardedFile:
+    """Open an index file (path or URL); shard files are resolved next to it and each opened
+    through ``io.open_source`` with ``backend`` (None: chosen per shard)."""
     location = os.fspath(location) if isinstance(location, os.PathLike) else location
     src = open_source(location, backend, storage_options)
     try:
         if src.size > INDEX_CAP:
             raise InvalidIndex(
-                f"{getattr(src, 'name', location)}: index is {src.size} bytes, over the {INDEX_CAP}-byte cap",
+                f"{src.name}: index is {src.size} bytes, over the {INDEX_CAP}-byte cap",
                 size=src.size,
             )
         data = bytearray(src.size)
         src.read_into(0, memoryview(data))
     finally:
         src.close()
-    name = getattr(src, "name", str(location))
+    name = src.name
     index = parse_index(bytes(data), name)
     if url_scheme(location) and url_scheme(location) != "file":
 
@@ -278,7 +284,7 @@ def open_index(location: Any, backend: str = "mmap", storage_options: Mapping[st
 
 
 def open_file(
-    obj: Any, backend: str = "mmap", storage_options: Mapping[str, Any] | None = None
+    obj: Any, backend: str | None = None, storage_options: Mapping[str, Any] | None = None
 ) -> SafeFile | ShardedFile:
     """A SafeFile, or a ShardedFile for an index file or a local checkpoint directory."""
     path = os.fspath(obj) if isinstance(obj, os.PathLike) else obj

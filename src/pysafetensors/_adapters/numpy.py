@@ -20,7 +20,7 @@ from .._device import Device
 from ..errors import InvalidDevice, SerializeError, UnsupportedDtype, UnsupportedShape
 from ..format.dtypes import DType, reverse_table
 from ..format.slicing import plan_slice
-from ..reader import RawTensor, SafeFile, check_representable
+from ..reader import RawTensor, TensorFile, check_representable
 from ..writer import WriteItem
 
 _MAX_NDIM = 64 if int(np.__version__.split(".")[0]) >= 2 else 32  # numpy's NPY_MAXDIMS
@@ -160,13 +160,13 @@ def from_raw(raw: RawTensor, device: Device) -> np.ndarray:
     return to_numpy(raw)
 
 
-def slice_numpy(file: SafeFile, name: str, index: Any) -> np.ndarray:
+def slice_numpy(file: TensorFile, name: str, index: Any) -> np.ndarray:
     info = file.info(name)
     plan = plan_slice(info.shape, info.dtype, index, name=name)
     return to_numpy(file.raw_slice(name, plan))
 
 
-def get_slice(file: SafeFile, name: str, index: Any, device: Device) -> np.ndarray:
+def get_slice(file: TensorFile, name: str, index: Any, device: Device) -> np.ndarray:
     return slice_numpy(file, name, index)
 
 

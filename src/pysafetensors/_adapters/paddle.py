@@ -18,7 +18,7 @@ from .._device import Device
 from .._optional import require
 from ..errors import InvalidDevice, SerializeError, UnsupportedDtype
 from ..format.dtypes import DType, reverse_table
-from ..reader import RawTensor, SafeFile
+from ..reader import RawTensor, TensorFile
 from ..writer import WriteItem
 from . import _bridge
 
@@ -114,7 +114,7 @@ def from_raw(raw: RawTensor, device: Device) -> Any:
     return from_numpy(_bridge.array_of(raw), raw.dtype, raw.name, device)
 
 
-def get_slice(file: SafeFile, name: str, index: Any, device: Device) -> Any:
+def get_slice(file: TensorFile, name: str, index: Any, device: Device) -> Any:
     check_dtype(file.info(name).dtype, name)
     return from_raw(_bridge.slice_raw(file, name, index), device)
 

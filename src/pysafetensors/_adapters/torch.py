@@ -11,7 +11,7 @@ from .._optional import require
 from ..errors import InvalidDevice, MisalignedSubByte, SerializeError, UnsupportedDtype, UnsupportedShape
 from ..format.dtypes import DType, reverse_table
 from ..format.slicing import plan_slice
-from ..reader import RawTensor, SafeFile, check_representable
+from ..reader import RawTensor, TensorFile, check_representable
 from ..writer import WriteItem
 
 _INT64_MAX = (1 << 63) - 1
@@ -245,7 +245,7 @@ def _expand_ellipses(index: Any, ndim: int) -> Any:
     return tuple(out)
 
 
-def get_slice(file: SafeFile, name: str, index: Any, device: Device) -> Any:
+def get_slice(file: TensorFile, name: str, index: Any, device: Device) -> Any:
     """torch indexing rules: read only the needed bytes for ints/slices/..., else index in torch."""
     if not device.is_cpu:
         require_available(device)

@@ -10,7 +10,7 @@ Each command lives in its own module ``pysafetensors/cli/<module>.py`` exposing 
 ``add_parser`` may register more than one subcommand name; every name it adds is routed to
 that module's ``run``.  Pass ``parents=[common_options()]`` so ``--json/--quiet/--debug`` work
 after the subcommand too.  To add a command, append its module name to ``COMMANDS`` below -
-that is the only line to touch.  A listed module that does not exist yet (``convert`` today)
+that is the only line to touch.  A listed module that does not exist (yet)
 keeps its name reserved: the command is shown and answers "not available yet" with exit 2.
 
 Exit codes: 0 ok, 1 a finding (diff found differences, validate found problems, ``metadata

@@ -36,7 +36,9 @@ def redact_url(url: str) -> str:
     except ValueError:  # an unparsable netloc (bad port, broken IPv6): cut it by hand
         m = _ROUGH.match(url)
         return m.group(1) + m.group(2) + m.group(3) if m else url.split("://", 1)[0] + "://…"
-    return urllib.parse.urlunsplit((p.scheme, host, p.path, "", ""))
+    # Built by hand: urlunsplit drops the "//" of an empty host for schemes it does not know
+    # ("faulty:///tmp/m" would come back as "faulty:/tmp/m", no longer the URL given).
+    return f"{p.scheme}://{host}{p.path}"
 
 
 def redact_text(text: str) -> str:

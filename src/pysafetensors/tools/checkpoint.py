@@ -32,9 +32,10 @@ from typing import Any, Protocol
 
 from ..errors import SafetensorError, SourceError, TensorNotFound
 from ..format.header import N_LEN, TensorInfo
+from ..io.protocols import capabilities
 from ..io.redact import redact_url
 from ..io.registry import url_scheme
-from ..io.sources import MemorySource, supports_view
+from ..io.sources import MemorySource
 from ..reader import SafeFile, alloc
 from ..sharded import ShardedFile, is_index_name, open_file
 from ._chunks import read_ahead_bytes
@@ -53,12 +54,13 @@ class TensorBytes(Protocol):
 
 
 class RangedBytes:
-    """A tensor's bytes on a source without zero-copy views: ``[lo:hi]`` reads that range only."""
+    """A tensor's bytes on a source without zero-copy views: ``[lo:hi]`` reads that range only
+    (a failed read names the tensor: ``SafeFile.read_data``)."""
 
-    def __init__(self, source: Any, offset: int, length: int) -> None:
-        self.source = source
-        self.offset = offset
-        self.length = length
+    def __init__(self, file: SafeFile, info: TensorInfo) -> None:
+        self.file = file
+        self.info = info
+        self.length = info.nbytes
 
     def __len__(self) -> int:
         return self.length
@@ -71,7 +73,7 @@ class RangedBytes:
             raise ValueError("RangedBytes slices must be contiguous")
         buf = alloc(max(stop - start, 0))  # large chunks: an anonymous map, no zero-fill pass
         if len(buf):
-            self.source.read_into(self.offset + start, buf)
+            self.file.read_data(self.info.begin + start, buf, tensor=self.info.name)
         return buf
 
 
@@ -176,10 +178,9 @@ class Checkpoint:
     def data(self, name: str) -> TensorBytes:
         """The tensor's bytes to slice in chunks: a view of a mapped file, else ranged reads."""
         f = self._file(name)
-        info = f.info(name)
-        if supports_view(f.source):
+        if capabilities(f.source).view:
             return f.raw(name).data
-        return RangedBytes(f.source, f.header.data_start + info.begin, info.nbytes)
+        return RangedBytes(f, f.info(name))
 
     def read(self, name: str) -> memoryview:
         """The whole tensor's bytes (a view when mapped, else one read); for writers."""
@@ -198,7 +199,7 @@ class Checkpoint:
         i = 0
         while i < len(infos):
             f, info = infos[i]
-            if supports_view(f.source) or info.nbytes > window:
+            if capabilities(f.source).view or info.nbytes > window:
                 yield info, self.data(info.name)
                 i += 1
                 continue
@@ -214,7 +215,7 @@ class Checkpoint:
                 i += 1
                 continue
             buf = alloc(end - info.begin)
-            f.source.read_into(f.header.data_start + info.begin, buf)
+            f.read_data(info.begin, buf)  # a failure names the tensor it hit
             for _, t in infos[i:j]:
                 yield t, buf[t.begin - info.begin : t.end - info.begin]
             i = j
@@ -312,7 +313,7 @@ def _open(path: str, storage_options: Mapping[str, Any] | None) -> SafeFile | Sh
             return SafeFile(MemorySource(read_stream(path), name=path))
         if mode is not None and not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
             raise SourceError(f"{path}: not a regular file or directory", path=path)
-    return open_file(path, "mmap", storage_options)
+    return open_file(path, None, storage_options)  # the backend is chosen per file (io.open_source)
 
 
 def open_checkpoint(path: str | os.PathLike[str], storage_options: Mapping[str, Any] | None = None) -> Checkpoint:
@@ -329,5 +330,5 @@ def open_checkpoint(path: str | os.PathLike[str], storage_options: Mapping[str, 
         raise _named(shown, e) from None
     if isinstance(opened, ShardedFile):
         return _from_sharded(shown, opened)
-    name = getattr(opened.source, "name", None) or shown
+    name = opened.name or shown
     return Checkpoint(shown, [opened], [os.path.basename(redact_url(str(name)).rstrip("/"))], opened.metadata)

@@ -26,9 +26,9 @@ import hashlib
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
-from ..io.sources import supports_view
+from ..io.protocols import ViewSource, capabilities
 from ..reader import alloc
 from ._base import JsonResult, Progress, no_progress
 from .checkpoint import Checkpoint, open_checkpoint
@@ -82,16 +82,16 @@ def _hash_pass(ckpt: Checkpoint, content: bool, per_tensor: bool, bar: Any) -> t
         for t in owned:
             hashers[t.name] = hashlib.sha256()
         k = 0  # the first owned tensor that may overlap the current chunk
-        view = supports_view(f.source)
+        view = capabilities(f.source).view
         for off in range(0, length, HASH_CHUNK):
             n = min(HASH_CHUNK, length - off)
             if view:
-                chunk = f.source.view(start + off, n)
+                chunk = cast(ViewSource, f.source).view(start + off, n)
             else:
                 if buf is None or len(buf) < n:
                     buf = alloc(n)
                 chunk = buf[:n]
-                f.source.read_into(start + off, chunk)
+                f.read_data(off, chunk)  # a failure names the tensor it hit
             if whole is not None:
                 whole.update(chunk)
             while k < len(owned) and owned[k].end <= off:
