@@ -4,13 +4,13 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test venv lint bench clean docs
+.PHONY: demo test venv lint bench bench-scale clean docs
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q torch==2.13.0
-	$(BIN)/pip install -q -e '.[torch,cli,test,fsspec,docs]'
+	$(BIN)/pip install -q -e '.[torch,cli,test,fsspec,docs,bench]'
 	# Every framework, so no framework test is skipped in CI.
 	$(BIN)/pip install -q jax flax tensorflow-cpu paddlepaddle 'mlx[cpu]'
 	touch $(STAMP)
@@ -46,6 +46,13 @@ lint: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/run.py
+
+# Scaling curves vs upstream and vs the machine (benchmarks/scale.py): writes benchmarks/scale/
+# RESULTS.md, results.json and PNG plots.  Hours at full size on an idle machine; options in
+# SCALE_ARGS, e.g. make bench-scale SCALE_ARGS="--max-size 1GiB --max-count 100k -n 3" or "--big".
+SCALE_ARGS ?=
+bench-scale: $(STAMP)
+	$(BIN)/python benchmarks/scale.py $(SCALE_ARGS)
 
 clean:
 	rm -rf $(VENV) $(DEMO_VENV) demo bench-data site

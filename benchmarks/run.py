@@ -23,10 +23,16 @@ import random
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from dataclasses import dataclass, field
 from typing import Any
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _common import SampleFailed, run_sample
+from _common import ensure_many as _ensure_many
+from _common import evict as _evict
+from _common import keep_warm as _keep_warm
+from _common import resident_pct as _resident_pct
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 WORKER = os.path.join(HERE, "worker.py")
@@ -64,80 +70,6 @@ def _ensure(path: str, tensors: dict[str, tuple[str, list[int]]]) -> str:
         code = f"import sys; sys.path.insert(0, {HERE!r}); import run; run._make_file({path!r}, {tensors!r})"
         subprocess.run([sys.executable, "-c", code], check=True)
     return path
-
-
-def _ensure_many(path: str, count: int) -> str:
-    """A file with ``count`` tiny tensors, written straight as bytes (fast to build)."""
-    if os.path.exists(path):
-        return path
-    header: dict[str, Any] = {"__metadata__": {"format": "pt"}}
-    names = sorted(f"model.layers.{i}.weight" for i in range(count))
-    for i, name in enumerate(names):
-        header[name] = {"dtype": "F32", "shape": [2], "data_offsets": [8 * i, 8 * i + 8]}
-    body = json.dumps(header, separators=(",", ":")).encode()
-    body += b" " * ((8 - (8 + len(body)) % 8) % 8)
-    with open(path, "wb") as f:
-        f.write(len(body).to_bytes(8, "little") + body + bytes(8 * count))
-    return path
-
-
-def _evict(path: str) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-    finally:
-        os.close(fd)
-
-
-def _warm(path: str) -> None:
-    """Read the whole file so a "hot" sample really finds it cached."""
-    buf = bytearray(16 << 20)
-    with open(path, "rb", buffering=0) as f:
-        while f.readinto(buf):
-            pass
-
-
-def _keep_warm(path: str, seconds: float) -> None:
-    """Read the file through now and every 0.5 s for ``seconds``, ending with a read.
-
-    This machine runs DAMON proactive reclaim (a paddr ``pageout`` scheme: memory in physical
-    regions aged 30 s or more and seen accessed in at most 1 of the 10 samples of a 5 s
-    window is paged out).  Page cache refilled into such regions is paged out again within
-    seconds: right after one read of the 512 MiB file, 0-10% of it was already gone (1,300
-    holes), and after a further pause without access more.  So a "hot" sample after one read
-    and a pause measured disk reads into those holes (and the fresh memory they take) more than
-    the load.  Reading the file repeatedly while the machine settles keeps every page of it
-    cached (checked with ``mincore``: 100% resident in every trial), which is what "hot" means;
-    workload 8 measures the cold case.  The fraction resident when each sample starts is
-    recorded (``resident_pct``).
-    """
-    end = time.monotonic() + seconds
-    while True:
-        _warm(path)
-        left = end - time.monotonic()
-        if left <= 0:
-            return
-        time.sleep(min(0.5, left))
-
-
-def _resident_pct(path: str) -> float | None:
-    """Percent of the file's pages in the page cache (``mincore``; None off Linux)."""
-    import ctypes
-    import mmap
-
-    if not sys.platform.startswith("linux"):
-        return None
-    size = os.path.getsize(path)
-    pages = -(-size // mmap.PAGESIZE)
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]
-    vec = (ctypes.c_ubyte * pages)()
-    with open(path, "rb") as f, mmap.mmap(f.fileno(), size, access=mmap.ACCESS_COPY) as m:
-        anchor = ctypes.c_char.from_buffer(m)  # the map's address; nothing is written
-        ok = libc.mincore(ctypes.addressof(anchor), size, vec) == 0
-        del anchor
-    return 100.0 * sum(b & 1 for b in vec) / pages if ok else None
 
 
 def workloads(data: str, quick: bool) -> list[Workload]:
@@ -185,27 +117,10 @@ def sample(w: Workload, impl: str, settle: float = 0.0) -> dict[str, Any]:
     elif settle:
         time.sleep(settle)
     resident = _resident_pct(w.args["path"]) if "path" in w.args else None
-    env = dict(os.environ, PYTHONHASHSEED="0")
-    with tempfile.TemporaryFile() as errf:
-        proc = subprocess.Popen(
-            [sys.executable, WORKER, w.worker, impl, json.dumps(w.args)],
-            stdout=subprocess.PIPE,
-            stderr=errf,
-            env=env,
-        )
-        assert proc.stdout is not None
-        out = proc.stdout.read()
-        proc.stdout.close()
-        # wait4 (not Popen.wait) so the kernel hands us this child's own rusage: its peak RSS.
-        _, status, usage = os.wait4(proc.pid, 0)
-        proc.returncode = os.waitstatus_to_exitcode(status)
-        if proc.returncode:
-            errf.seek(0)
-            raise SystemExit(f"workload {w.key} ({impl}) failed:\n{errf.read().decode()}")
-    result: dict[str, Any] = json.loads(out.decode().strip().splitlines()[-1])
-    # ru_maxrss from wait4 as well: on Linux it can include the parent's RSS at fork time,
-    # so the table shows the child's own VmHWM (peak_rss_mib).
-    result["wait4_maxrss_mib"] = usage.ru_maxrss / 1024
+    try:
+        result = run_sample([sys.executable, WORKER, w.worker, impl, json.dumps(w.args)])
+    except SampleFailed as e:
+        raise SystemExit(f"workload {w.key} ({impl}) failed:\n{e.stderr}") from None
     if resident is not None:
         result["resident_pct"] = resident
     return result

@@ -1,0 +1,171 @@
+"""What the benchmark harnesses share (``run.py``, ``scale.py``): page-cache control, benchmark
+files written without either implementation, and running one sample in a fresh process.
+
+Stdlib only, so that importing it costs a parent process nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+
+def evict(path: str) -> None:
+    """Drop ``path`` from the page cache (written back first, so every page can go)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    finally:
+        os.close(fd)
+
+
+def warm(path: str) -> None:
+    """Read the whole file so a "hot" sample really finds it cached."""
+    buf = bytearray(16 << 20)
+    with open(path, "rb", buffering=0) as f:
+        while f.readinto(buf):
+            pass
+
+
+def keep_warm(paths: str | Sequence[str], seconds: float) -> None:
+    """Read the file(s) through now and every 0.5 s for ``seconds``, ending with a read.
+
+    This machine runs DAMON proactive reclaim (a paddr ``pageout`` scheme: memory in physical
+    regions aged 30 s or more and seen accessed in at most 1 of the 10 samples of a 5 s
+    window is paged out).  Page cache refilled into such regions is paged out again within
+    seconds: right after one read of the 512 MiB file, 0-10% of it was already gone (1,300
+    holes), and after a further pause without access more.  So a "hot" sample after one read
+    and a pause measured disk reads into those holes (and the fresh memory they take) more than
+    the load.  Reading the file repeatedly while the machine settles keeps every page of it
+    cached (checked with ``mincore``: 100% resident in every trial), which is what "hot" means;
+    the cold workloads measure the other case.  The fraction resident when each sample starts
+    is recorded (``resident_pct``).
+    """
+    paths = [paths] if isinstance(paths, str) else list(paths)
+    end = time.monotonic() + seconds
+    while True:
+        for p in paths:
+            warm(p)
+        left = end - time.monotonic()
+        if left <= 0:
+            return
+        time.sleep(min(0.5, left))
+
+
+def resident_pct(paths: str | Sequence[str]) -> float | None:
+    """Percent of the file(s)' pages in the page cache (``mincore``; None off Linux)."""
+    import ctypes
+    import mmap
+
+    if not sys.platform.startswith("linux"):
+        return None
+    paths = [paths] if isinstance(paths, str) else list(paths)
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]
+    cached = total = 0
+    for path in paths:
+        size = os.path.getsize(path)
+        if not size:
+            continue
+        pages = -(-size // mmap.PAGESIZE)
+        vec = (ctypes.c_ubyte * pages)()
+        with open(path, "rb") as f, mmap.mmap(f.fileno(), size, access=mmap.ACCESS_COPY) as m:
+            anchor = ctypes.c_char.from_buffer(m)  # the map's address; nothing is written
+            ok = libc.mincore(ctypes.addressof(anchor), size, vec) == 0
+            del anchor
+        if not ok:
+            return None
+        cached += sum(b & 1 for b in vec)
+        total += pages
+    return 100.0 * cached / total if total else None
+
+
+def ensure_many(path: str, count: int) -> str:
+    """A file with ``count`` tiny F32 tensors, written straight as bytes (fast to build)."""
+    if os.path.exists(path):
+        return path
+    header: dict[str, Any] = {"__metadata__": {"format": "pt"}}
+    names = sorted(f"model.layers.{i}.weight" for i in range(count))
+    for i, name in enumerate(names):
+        header[name] = {"dtype": "F32", "shape": [2], "data_offsets": [8 * i, 8 * i + 8]}
+    body = json.dumps(header, separators=(",", ":")).encode()
+    body += b" " * ((8 - (8 + len(body)) % 8) % 8)
+    tmp = path + ".tmp"
+    with open(tmp, "wb") as f:
+        f.write(len(body).to_bytes(8, "little") + body + bytes(8 * count))
+    os.replace(tmp, path)
+    return path
+
+
+class SampleFailed(Exception):
+    """A sample process exited with an error, or was stopped (``returncode``, ``stderr``, ``killed_by``)."""
+
+    def __init__(self, returncode: int, stderr: str, killed_by: str | None = None) -> None:
+        super().__init__(f"exit status {returncode}{f' ({killed_by})' if killed_by else ''}:\n{stderr}")
+        self.returncode = returncode
+        self.stderr = stderr
+        self.killed_by = killed_by
+
+
+def run_sample(
+    argv: Sequence[str],
+    env: dict[str, str] | None = None,
+    timeout: float | None = None,
+    guard: Callable[[int], str | None] | None = None,
+) -> dict[str, Any]:
+    """Run one sample process; return the JSON object on its last stdout line.
+
+    The child's own peak RSS comes from ``os.wait4``'s rusage (``wait4_maxrss_mib``).  A child
+    that exits non-zero (or is killed) raises SampleFailed with its stderr.  ``timeout``
+    seconds: the child is killed (SIGKILL) past it.  ``guard(pid)`` is called every 0.1 s
+    while the child runs; a string it returns is the reason to kill the child at once (the
+    over-memory benchmark stops a sample before the machine runs out of memory).
+    """
+    import threading
+
+    env = dict(os.environ if env is None else env, PYTHONHASHSEED="0")
+    killed_by: list[str] = []
+    with tempfile.TemporaryFile() as errf:
+        proc = subprocess.Popen(list(argv), stdout=subprocess.PIPE, stderr=errf, env=env)
+        assert proc.stdout is not None
+        done = threading.Event()
+
+        def watch() -> None:
+            deadline = None if timeout is None else time.monotonic() + timeout
+            while not done.wait(0.1):
+                reason = guard(proc.pid) if guard is not None else None
+                if reason is None and deadline is not None and time.monotonic() > deadline:
+                    reason = f"timeout after {timeout:g} s"
+                if reason is not None:
+                    killed_by.append(reason)
+                    proc.kill()
+                    return
+
+        watcher = threading.Thread(target=watch, daemon=True) if guard or timeout is not None else None
+        if watcher is not None:
+            watcher.start()
+        try:
+            out = proc.stdout.read()
+            proc.stdout.close()
+            # wait4 (not Popen.wait) so the kernel hands us this child's own rusage: its peak RSS.
+            _, status, usage = os.wait4(proc.pid, 0)
+        finally:
+            done.set()
+            if watcher is not None:
+                watcher.join()
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        if proc.returncode:
+            errf.seek(0)
+            raise SampleFailed(proc.returncode, errf.read().decode(errors="replace"), killed_by[0] if killed_by else None)
+    result: dict[str, Any] = json.loads(out.decode().strip().splitlines()[-1])
+    # ru_maxrss from wait4 as well: on Linux it can include the parent's RSS at fork time,
+    # so the tables show the child's own VmHWM (peak_rss_mib).
+    result["wait4_maxrss_mib"] = usage.ru_maxrss / 1024
+    return result
