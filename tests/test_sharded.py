@@ -11,6 +11,7 @@ from servers import RangeServer
 
 from pysafetensors import safe_open
 from pysafetensors.errors import InvalidIndex, TensorNotFound
+from pysafetensors.format.index import CHECKPOINT_ID_KEY
 from pysafetensors.numpy import load_file, save_file, save_sharded
 
 
@@ -18,9 +19,25 @@ def _arrays(n: int = 7, size: int = 100) -> dict[str, np.ndarray]:
     return {f"layer.{i}.weight": (np.arange(size, dtype=np.float32) + i).reshape(10, -1) for i in range(n)}
 
 
-def _index(directory: str, name: str = "model.safetensors.index.json") -> dict:
+def _index(directory: str, name: str = "model.safetensors.index.json", keep_id: bool = False) -> dict:
     with open(os.path.join(directory, name), encoding="utf-8") as f:
-        return json.load(f)
+        index = json.load(f)
+    if not keep_id:
+        index["metadata"].pop(CHECKPOINT_ID_KEY, None)
+    return index
+
+
+def _without_checkpoint_id(data: bytes) -> bytes:
+    """A shard's bytes with the checkpoint id taken out of its header, re-padded as upstream pads."""
+    n = int.from_bytes(data[:8], "little")
+    header = json.loads(data[8 : 8 + n])
+    meta = header["__metadata__"]
+    meta.pop(CHECKPOINT_ID_KEY)
+    if not meta:
+        del header["__metadata__"]
+    body = json.dumps(header, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+    body += b" " * ((8 - (8 + len(body)) % 8) % 8)
+    return len(body).to_bytes(8, "little") + body + data[8 + n :]
 
 
 def test_numpy_shards_index_and_round_trip(tmp_path) -> None:
@@ -34,6 +51,8 @@ def test_numpy_shards_index_and_round_trip(tmp_path) -> None:
         text = fh.read()
     index = json.loads(text)
     assert text == json.dumps(index, indent=2, sort_keys=True) + "\n"  # transformers' writing style
+    checkpoint_id = index["metadata"].pop(CHECKPOINT_ID_KEY)
+    assert len(checkpoint_id) == 32
     assert index["metadata"] == {"total_size": 7 * 400, "author": "me"}
     assert index["weight_map"]["layer.0.weight"] == "model-00001-of-00004.safetensors"
     assert index["weight_map"]["layer.6.weight"] == "model-00004-of-00004.safetensors"
@@ -49,10 +68,11 @@ def test_numpy_shards_index_and_round_trip(tmp_path) -> None:
         assert f.get_slice("layer.3.weight").get_shape() == [10, 10]
         with pytest.raises(TensorNotFound):
             f.get_tensor("nope")
-    # Each shard is a valid file that upstream safetensors reads, with the user metadata.
+    # Each shard is a valid file that upstream safetensors reads, with the user metadata and
+    # the index's checkpoint id.
     st = pytest.importorskip("safetensors")
     with st.safe_open(os.path.join(tmp_path, "model-00002-of-00004.safetensors"), "np") as f:
-        assert f.metadata() == {"author": "me"}
+        assert f.metadata() == {"author": "me", CHECKPOINT_ID_KEY: checkpoint_id}
         assert sorted(f.keys()) == ["layer.2.weight", "layer.3.weight"]
 
 
@@ -188,8 +208,8 @@ def test_torch_save_sharded_matches_huggingface_hub(tmp_path) -> None:
     split = hub.split_torch_state_dict_into_shards(state, max_shard_size="5KB")
     assert _index(ours)["weight_map"] == split.tensor_to_filename
     for name in os.listdir(theirs):
-        if name.endswith(".safetensors"):  # byte-identical shards, {"format": "pt"} included
-            assert (ours / name).read_bytes() == (theirs / name).read_bytes(), name
+        if name.endswith(".safetensors"):  # byte-identical shards but for the checkpoint id, {"format": "pt"} included
+            assert _without_checkpoint_id((ours / name).read_bytes()) == (theirs / name).read_bytes(), name
     loaded = torch_load_file(ours)
     assert all(torch.equal(loaded[k], v) for k, v in state.items())
     # huggingface_hub's own loader reads our checkpoint
@@ -242,7 +262,7 @@ def test_real_model_sharded_like_huggingface_hub(tmp_path) -> None:
     assert len(os.listdir(ours)) >= 5
     assert _index(ours) == _index(theirs)
     last = sorted(os.listdir(ours))[-2]  # the last shard
-    assert (ours / last).read_bytes() == (theirs / last).read_bytes()
+    assert _without_checkpoint_id((ours / last).read_bytes()) == (theirs / last).read_bytes()
     with safe_open(theirs, "pt") as f:  # we read their checkpoint, too
         assert f.keys() == sorted(state)
         assert torch.equal(f.get_tensor("pooler.dense.weight"), state["pooler.dense.weight"])
@@ -255,3 +275,23 @@ def test_arrays_over_one_foreign_buffer_stay_together(tmp_path) -> None:
     save_sharded(arrays, tmp_path, max_shard_size=1500)
     wm = _index(tmp_path)["weight_map"]
     assert wm["a"] == wm["b"] != wm["x"]
+
+
+def test_transformers_loads_our_sharded_checkpoint(tmp_path) -> None:
+    # Checkpoint ids and the staged publish keep the Hugging Face layout: transformers loads it.
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    from pysafetensors.torch import save_sharded as torch_save_sharded
+
+    config = transformers.BertConfig(vocab_size=64, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
+                                     intermediate_size=32, max_position_embeddings=32)
+    torch.manual_seed(0)
+    model = transformers.BertModel(config)
+    config.save_pretrained(tmp_path)
+    state = {k: v.contiguous() for k, v in model.state_dict().items()}
+    torch_save_sharded(state, tmp_path, max_shard_size="8KB")
+    torch_save_sharded(state, tmp_path, max_shard_size="8KB")  # a re-save over the same names
+    assert len(set(_index(tmp_path)["weight_map"].values())) > 2
+    loaded = transformers.BertModel.from_pretrained(tmp_path)
+    for name, value in loaded.state_dict().items():
+        assert torch.equal(value, state[name]), name

@@ -129,15 +129,17 @@ def test_exception_inside_with_keeps_the_old_file(tmp_path: Any) -> None:
 def test_wrong_sizes_and_names_are_errors(tmp_path: Any) -> None:
     path = os.path.join(tmp_path, "e.safetensors")
     with open_writer(path, {"a": ("F32", (4,))}) as w:
-        with pytest.raises(SerializeError, match="needs 16"):
+        with pytest.raises(SerializeError, match=r"declared F32 \[4\] but the data written has shape \[3\]"):
             w.write("a", np.zeros(3, np.float32))
+        with pytest.raises(SerializeError, match="needs 16"):
+            w.write("a", bytes(12))
         with pytest.raises(TensorNotFound):
             w.write("nope", np.zeros(4, np.float32))
         with pytest.raises(SerializeError, match="outside"):
             w.write_chunk("a", 12, np.zeros(2, np.float32))
         with pytest.raises(SerializeError, match="big-endian"):
-            w.write("a", np.zeros(4, ">f4"))
-        w.write("a", np.arange(4, dtype=np.float32))
+            w.write("a", memoryview(np.zeros(4, ">f4")))  # a raw buffer: no dtype object to swap by
+        w.write("a", np.arange(4, dtype=">f4"))  # a numpy array is swapped, as save_file does
     np.testing.assert_array_equal(load_file(path)["a"], np.arange(4, dtype=np.float32))
 
 
@@ -163,3 +165,78 @@ def test_aligned_incremental_file(tmp_path: Any) -> None:
 
 def test_exported() -> None:
     assert "SafetensorsWriter" in pysafetensors.__all__ and "open_writer" in pysafetensors.__all__
+
+
+# --- what is written must match what was declared ----------------------------------------------
+
+
+def test_data_of_another_dtype_is_refused_even_with_the_same_byte_length(tmp_path: Any) -> None:
+    path = os.path.join(tmp_path, "k.safetensors")
+    with open_writer(path, {"a": ("F32", (4,)), "b": ("I32", (2, 2))}) as w:
+        with pytest.raises(SerializeError, match=r"'a' is declared F32 \[4\] but the data written is F64"):
+            w.write("a", np.zeros(2, np.float64))  # 16 bytes, like the F32 [4] slot
+        with pytest.raises(SerializeError, match="declared F32"):
+            w.write_chunk("a", 0, np.zeros(1, np.float64))
+        with pytest.raises(SerializeError, match="data written is F32"):
+            w.write("b", np.zeros((2, 2), np.float32))
+        with pytest.raises(SerializeError, match=r"has shape \[4\]"):
+            w.write("b", np.zeros(4, np.int32))  # same dtype and size, other shape
+        with pytest.raises(SerializeError, match="data written is F64"):
+            w.write("a", memoryview(np.zeros(2, np.float64)))  # a typed buffer carries its format
+        # Raw bytes are taken as bytes: length checked, dtype not.
+        w.write("a", np.arange(4, dtype=np.float32).view(np.uint8))
+        w.write_chunk("b", 0, np.arange(2, dtype=np.int32))  # a typed chunk of the right dtype
+        w.write_chunk("b", 8, bytes(np.arange(2, 4, dtype=np.int32)))
+    loaded = load_file(path)
+    np.testing.assert_array_equal(loaded["a"], np.arange(4, dtype=np.float32))
+    np.testing.assert_array_equal(loaded["b"], np.arange(4, dtype=np.int32).reshape(2, 2))
+
+
+def test_torch_data_is_checked_too(tmp_path: Any) -> None:
+    torch = pytest.importorskip("torch")
+    path = os.path.join(tmp_path, "t.safetensors")
+    with open_writer(path, {"a": (torch.float32, (2, 2))}) as w:
+        with pytest.raises(SerializeError, match="data written is F64"):
+            w.write("a", torch.zeros(2, dtype=torch.float64))
+        with pytest.raises(SerializeError, match=r"has shape \[4\]"):
+            w.write("a", torch.zeros(4))
+        w.write("a", torch.ones(2, 2))
+    assert load_file(path)["a"].tolist() == [[1, 1], [1, 1]]
+
+
+@pytest.mark.parametrize("shape", [(1.5,), ("2",), (True,), "12", (2.0,), None])
+def test_loose_shapes_are_refused(tmp_path: Any, shape: Any) -> None:
+    from pysafetensors.errors import InvalidShape
+
+    with pytest.raises(InvalidShape, match="'a'"):
+        open_writer(os.path.join(tmp_path, "s.safetensors"), {"a": ("F32", shape)})
+    assert os.listdir(tmp_path) == []
+
+
+@pytest.mark.parametrize(("dtype", "shape"), [("U8", (2**63,)), ("U8", (2**64,)), ("F64", (2**61,)), ("F32", (2**62, 4))])
+def test_declared_sizes_past_a_file_offset_are_clear_errors(tmp_path: Any, dtype: str, shape: tuple[int, ...]) -> None:
+    with pytest.raises(SerializeError, match="largest file offset") as e:
+        open_writer(os.path.join(tmp_path, "h.safetensors"), {"huge": (dtype, shape)})
+    assert str(list(shape)) in str(e.value)
+    assert os.listdir(tmp_path) == []
+
+
+def test_a_huge_alignment_is_a_clear_error(tmp_path: Any) -> None:
+    with pytest.raises(SerializeError, match="alignment 1099511627776 is too large"):
+        open_writer(os.path.join(tmp_path, "a.safetensors"), {"x": ("F32", (1,))}, alignment=2**40)
+    assert os.listdir(tmp_path) == []
+
+
+def test_numpy_scalar_types_and_ml_dtypes_as_declared_dtypes(tmp_path: Any) -> None:
+    import ml_dtypes
+
+    path = os.path.join(tmp_path, "d.safetensors")
+    x = np.arange(6, dtype=np.float32).astype(ml_dtypes.bfloat16).reshape(2, 3)
+    with open_writer(path, {"x": (ml_dtypes.bfloat16, (2, 3)), "y": (np.int16, (1,))}) as w:
+        w.write("x", x)
+        w.write("y", np.array([7], np.int16))
+    np.testing.assert_array_equal(load_file(path)["x"], x)
+    from pysafetensors.errors import UnknownDtype
+
+    with pytest.raises(UnknownDtype, match="not understood"):
+        open_writer(path, {"x": (object(), (1,))})

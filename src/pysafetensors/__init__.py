@@ -1,17 +1,18 @@
 """pysafetensors: a pure-Python implementation of the safetensors format.
 
-``import pysafetensors as safetensors`` is a drop-in for the upstream package's API.
-Importing this package imports no framework (numpy is loaded lazily too).
+``import pysafetensors as safetensors`` is a drop-in for the upstream package's API, and
+``pysafetensors.install_as_safetensors()`` makes ``import safetensors`` itself give this
+package, for libraries that import it.  Importing this package imports no framework.
 """
 
 from __future__ import annotations
 
-from ._api import TensorSpec, deserialize, serialize, serialize_file
+from ._alias import install_as_safetensors, uninstall_as_safetensors
+from ._api import SafetensorsWriter, TensorSpec, deserialize, open_writer, serialize, serialize_file
 from .errors import SafetensorError
 from .handle import _safe_open_handle, safe_open
-from .writer import SafetensorsWriter, open_writer
 
-__version__ = "0.1.0"
+__version__ = "0.1.0"  # the one version number: pyproject.toml reads it from here
 
 __all__ = [
     "SafetensorError",
@@ -20,8 +21,10 @@ __all__ = [
     "__version__",
     "_safe_open_handle",
     "deserialize",
+    "install_as_safetensors",
     "open_writer",
     "safe_open",
     "serialize",
     "serialize_file",
+    "uninstall_as_safetensors",
 ]

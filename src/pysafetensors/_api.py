@@ -1,4 +1,5 @@
-"""serialize, serialize_file, deserialize and TensorSpec: upstream's low-level API."""
+"""serialize, serialize_file, deserialize and TensorSpec: upstream's low-level API; and the
+incremental writer's public face (``open_writer``), which takes framework tensors."""
 
 from __future__ import annotations
 
@@ -7,11 +8,13 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from . import _adapters
 from .errors import SerializeError, UnknownDtype, UnsupportedValue
 from .format._gcpause import paused_gc
-from .format.dtypes import DType, by_code, by_spec_name
+from .format.dtypes import DType, by_buffer_format, by_code, by_spec_name
+from .format.layout import as_shape
 from .handle import open_bytes
-from .writer import WriteItem, write_bytes, write_file
+from .writer import DTypeLike, IncrementalWriter, WriteItem, write_bytes, write_file
 
 
 class TensorSpec:
@@ -27,13 +30,12 @@ class TensorSpec:
 
     def __init__(self, *, dtype: str, shape: Sequence[int], data_ptr: int, data_len: int) -> None:
         d = by_spec_name(dtype)
-        dims = [int(x) for x in shape]
-        if d.code == "F4":
-            dims = dims[:-1] + [dims[-1] * 2] if dims else [2]
+        given = as_shape(shape)
+        # float4_e2m1fn_x2 shapes count pairs; upstream takes a 0-d one as one pair, [2].
+        file_shape = d.file_shape(given)
+        dims = list(file_shape if file_shape is not None else (2,))
         if data_len < 0 or data_ptr < 0:
             raise SerializeError(f"data_ptr and data_len must be non-negative, got {data_ptr}, {data_len}")
-        if any(x < 0 for x in dims):
-            raise SerializeError(f"TensorSpec shape must be non-negative, got {list(shape)}")
         self._dtype = d
         self._shape = dims
         self._data_ptr = int(data_ptr)
@@ -67,27 +69,14 @@ class TensorSpec:
         return f"TensorSpec(dtype={self.dtype!r}, shape={self.shape}, data_ptr={self._data_ptr}, data_len={self._data_len})"
 
 
-_STRUCT_KINDS = {
-    "?": "BOOL", "b": "I", "B": "U", "h": "I", "H": "U", "i": "I", "I": "U", "l": "I", "L": "U",
-    "q": "I", "Q": "U", "n": "I", "N": "U", "e": "F", "f": "F", "d": "F", "Zf": "C",
-}
-
-
 def _buffer_dtype(name: str, view: memoryview) -> DType:
     fmt = view.format
-    if fmt[:1] in "<=@!>":
-        if fmt[0] in ">!":
-            raise UnsupportedValue(f"tensor {name!r}: big-endian buffer format {fmt!r}; byteswap it first", tensor=name)
-        fmt = fmt[1:]
-    kind = _STRUCT_KINDS.get(fmt)
-    if kind is None:
+    if fmt[:1] in ">!":
+        raise UnsupportedValue(f"tensor {name!r}: big-endian buffer format {fmt!r}; byteswap it first", tensor=name)
+    dtype = by_buffer_format(fmt, view.itemsize)
+    if dtype is None:
         raise UnsupportedValue(f"tensor {name!r}: buffer format {view.format!r} has no safetensors dtype", tensor=name)
-    if kind == "BOOL":
-        return by_code("BOOL")
-    bits = 8 * (view.itemsize if fmt != "Zf" else 8)
-    if kind == "C":
-        return by_code("C64")
-    return by_code(f"{kind}{bits}")
+    return dtype
 
 
 def _item(name: Any, value: Any) -> WriteItem:
@@ -104,7 +93,7 @@ def _item(name: Any, value: Any) -> WriteItem:
         except UnknownDtype:
             dtype = by_spec_name(code)
         data = value["data"]
-        return WriteItem(name, dtype, tuple(int(d) for d in value["shape"]), lambda: data)
+        return WriteItem(name, dtype, as_shape(value["shape"], name), lambda: data)
     try:
         view = memoryview(value)
     except TypeError:
@@ -157,3 +146,43 @@ def deserialize(data: Any) -> list[tuple[str, dict[str, Any]]]:
     ]
 
 
+
+
+# --- the incremental writer, with framework tensors -----------------------------------------
+
+
+class SafetensorsWriter(IncrementalWriter):
+    """Write a safetensors file tensor by tensor, in any order, from any threads.
+
+    Declare every tensor (name -> (dtype, shape)) and the metadata up front; the header is
+    written at once and each tensor's bytes go straight to their planned offset in a temp
+    file beside ``path``.  ``close()`` checks that every tensor was completely written, then
+    renames the temp file into place (after an fsync when ``durable``); ``abort()`` (or an
+    exception inside ``with``) removes the temp file and leaves any old file untouched.  The
+    result is byte-identical to ``save_file`` of the same tensors.
+
+    ``dtype`` may be a code (``"F32"``), a TensorSpec name (``"float32"``), a numpy dtype or a
+    torch dtype.  ``write`` takes numpy arrays, framework tensors (torch, jax, tensorflow,
+    paddle, mlx) and buffers; what carries a dtype must have the declared dtype and shape
+    (``write_chunk``: the dtype), and unsigned bytes (``bytes``, a uint8 array, a ``"B"``
+    memoryview) are taken as raw bytes.  ``alignment`` pads the header so the data region
+    starts at a multiple of it (default 8: identical to upstream).
+    """
+
+    def _adapt(self, name: str, data: Any) -> WriteItem | None:
+        return _adapters.write_item_of(name, data)
+
+    def _resolve_dtype(self, value: Any) -> DType | None:
+        return _adapters.dtype_of_object(value)
+
+
+def open_writer(
+    path: str | os.PathLike[str],
+    tensors: Mapping[str, tuple[DTypeLike, Sequence[int]]],
+    metadata: Mapping[str, str] | None = None,
+    *,
+    alignment: int = 8,
+    durable: bool | None = None,
+) -> SafetensorsWriter:
+    """Start an incremental write: ``with open_writer(path, {"w": ("F32", (4, 4))}) as w: w.write("w", arr)``."""
+    return SafetensorsWriter(path, tensors, metadata, alignment=alignment, durable=durable)

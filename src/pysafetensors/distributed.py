@@ -1,6 +1,8 @@
 """Loading one checkpoint across the ranks of a torch.distributed job.
 
-Three ways, for anything ``safe_open`` opens (file, URL, fsspec URL, sharded index/directory):
+Three ways, for anything ``safe_open`` opens (file, URL, fsspec URL, sharded index/directory).
+``backend`` is ``safe_open``'s: None (the default) reads each file with mmap, or with pread
+on a network or FUSE filesystem, where such jobs usually read their checkpoints.
 
 * :func:`load_partition` - each rank reads a disjoint part (whole shards of a sharded
   checkpoint, else a byte-balanced run of tensors) and gets only those tensors.
@@ -51,9 +53,7 @@ def _parts(file: SafeFile | ShardedFile) -> list[tuple[SafeFile, list[TensorInfo
         return [(file, list(file.header.tensors))]
     out = []
     for shard in file.shard_names:
-        f = file.shard(shard)
-        wanted = set(file.index.tensors_in(shard))
-        out.append((f, [t for t in f.header.tensors if t.name in wanted]))
+        out.append((file.shard(shard), file.shard_tensors(shard)))
     return out
 
 
@@ -69,7 +69,7 @@ def load_partition(
     group: Any = None,
     rank: int | None = None,
     world_size: int | None = None,
-    backend: str = "mmap",
+    backend: str | None = None,
     storage_options: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """This rank's disjoint part of the checkpoint; the parts of all ranks cover every tensor.
@@ -86,9 +86,7 @@ def load_partition(
             mine = [s for i, s in enumerate(file.shard_names) if i % w == r]
             out: dict[str, Any] = {}
             for shard in mine:
-                wanted = set(file.index.tensors_in(shard))
-                f = file.shard(shard)
-                out.update(_convert(adapter, [file.raw(t.name) for t in f.header.tensors if t.name in wanted], dev))
+                out.update(_convert(adapter, [file.raw(t.name) for t in file.shard_tensors(shard)], dev))
             return out
         tensors = file.header.tensors
         total = max(file.header.data_size, 1)
@@ -126,7 +124,7 @@ def load_tensor_parallel(
     group: Any = None,
     rank: int | None = None,
     world_size: int | None = None,
-    backend: str = "mmap",
+    backend: str | None = None,
     storage_options: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Every tensor, with those named in ``split`` cut along a dimension to this rank's part.
@@ -164,7 +162,7 @@ def load_file_cooperative(
     framework: str = "pt",
     device: Any = "cpu",
     group: Any = None,
-    backend: str = "mmap",
+    backend: str | None = None,
     storage_options: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Every tensor on every rank, each byte read from storage by one rank only.
@@ -193,7 +191,7 @@ def load_file_cooperative(
         for f, t, at in layout:
             a, b = max(lo, at), min(hi, at + t.nbytes)
             if a < b:
-                f.source.read_into(f.header.data_start + t.begin + (a - at), mine_view[a - lo : b - lo])
+                f.read_data(t.begin + (a - at), mine_view[a - lo : b - lo], tensor=t.name)
         gathered = torch.empty(chunk * w, dtype=torch.uint8)
         if dist.get_backend(group) == "nccl":  # nccl moves CUDA tensors only: gather there, come back
             on_gpu = torch.empty(chunk * w, dtype=torch.uint8, device="cuda")

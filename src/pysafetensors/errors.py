@@ -108,6 +108,10 @@ class TensorNotFound(SafetensorError, KeyError):
     """The file has no tensor of that name."""
 
 
+class MetadataKeyNotFound(SafetensorError, KeyError):
+    """The file's ``__metadata__`` has no entry of that key (``metadata get``/``unset``)."""
+
+
 class FileClosed(SafetensorError, ValueError):
     """The handle was used after it was closed."""
 
@@ -128,7 +132,15 @@ class InvalidDevice(SafetensorError, ValueError):
     """A device string safetensors does not know, or one the framework cannot use."""
 
 
-class InvalidBackend(SafetensorError, ValueError):
+class InvalidArgument(SafetensorError, ValueError):
+    """An argument outside the values a function accepts (``threads=-1``...)."""
+
+
+class InvalidArgumentType(InvalidArgument, TypeError):
+    """An argument of the wrong type (``threads=2.5``, ``threads="2"``, ``threads=True``)."""
+
+
+class InvalidBackend(InvalidArgument):
     """A storage backend other than "mmap" or "pread"."""
 
 
@@ -152,6 +164,10 @@ class InvalidMetadata(SafetensorError, TypeError):
     """Metadata that is not a mapping of str to str, or a tensor name that cannot be written."""
 
 
+class InvalidShape(SerializeError, TypeError):
+    """A shape given for writing that is not a sequence of non-negative ints (a str, floats, bools)."""
+
+
 class UnsupportedValue(SerializeError, TypeError):
     """A value passed for saving that is not a tensor, TensorSpec or buffer."""
 
@@ -164,8 +180,29 @@ class WriteError(SafetensorError, OSError):
     """Writing the output failed (disk full, permission...); the previous file is left intact."""
 
 
+class ProtectedTarget(WriteError):
+    """An edit refused before writing: the target is read-only, a symbolic link or hard-linked,
+    and the caller did not say how to treat it (``force``, ``links``)."""
+
+
 class SourceError(SafetensorError, OSError):
-    """Reading the underlying bytes failed (short read, I/O error)."""
+    """Reading the underlying bytes failed (short read, I/O error).
+
+    ``offset`` is the file offset where reading stopped, when known; a read the reader made
+    for a tensor also carries ``tensor`` and ``source`` (the file's name or redacted URL).
+    """
+
+    offset: int | None = None
+    tensor: str | None = None
+    source: str | None = None
+
+
+class NotARegularFile(SourceError):
+    """A path to read names a FIFO, socket, device or directory: refused before it could block."""
+
+
+class DirectoryNotFile(NotARegularFile, IsADirectoryError):
+    """A path to read (a file, or a shard an index names) is a directory."""
 
 
 class MissingDependency(ImportError):
@@ -180,6 +217,10 @@ class MissingDependency(ImportError):
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (type(self), (self.module, self.extra))
+
+
+class AliasConflict(SafetensorError, ImportError):
+    """``install_as_safetensors()`` found the real ``safetensors`` already imported in this process."""
 
 
 # --- checkpoint conversion (pysafetensors.convert) ---------------------------------------
@@ -206,6 +247,14 @@ class CorruptCheckpoint(ConversionError, ValueError):
     """A truncated or malformed archive, pickle or storage (offsets outside the storage...)."""
 
 
+class ConversionLimitExceeded(CorruptCheckpoint):
+    """The input asks for more work or memory than its real size can justify: containers shared
+    so often that flattening would walk far more entries than the file holds, an allocation
+    (``bytearray(n)``, a zip member's inflated size...) past the budget of its size times a
+    fixed factor, an oversized dict key.  ``limit`` names the bound; ``requested`` and
+    ``allowed`` carry the numbers.  Raised before the work or the allocation happens."""
+
+
 class VerificationFailed(ConversionError):
     """The written file does not match its source; ``report`` holds the findings."""
 
@@ -230,12 +279,28 @@ class RemoteError(SourceError):
     """A remote source (HTTP, fsspec) failed: bad status, retries exhausted, odd reply."""
 
 
+class RemoteTimeout(RemoteError, TimeoutError):
+    """A remote request missed its deadline (no reply in time, or a body slower than ``min_rate``).
+
+    ``url`` is the redacted URL, ``range`` the requested bytes, ``elapsed`` the seconds spent.
+    """
+
+
 class RangeNotSupported(RemoteError):
     """The server ignored the Range header and sent the whole file (pass allow_full_download=True to accept)."""
 
 
 class InvalidIndex(SafetensorError, ValueError):
     """A sharded checkpoint index (model.safetensors.index.json) is malformed or names an unsafe shard."""
+
+
+class CheckpointMismatch(InvalidIndex):
+    """A shard was written by another save than its index (their checkpoint ids differ): a
+    mixed set, for example from an interrupted or concurrent save."""
+
+
+class UnmappedTensorWarning(UserWarning):
+    """A shard holds tensors its index does not map to it; they are not part of the checkpoint."""
 
 
 class MissingBackend(MissingDependency):

@@ -3,30 +3,20 @@
 from __future__ import annotations
 
 import contextlib
-import os
 from collections.abc import Mapping
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from ._adapters import load_adapter
 from ._device import parse_device
-from .errors import BYTES_PREFIX, HeaderError, InvalidBackend
+from .errors import BYTES_PREFIX, HeaderError
 from .format._gcpause import paused_gc
-from .io.fstype import default_backend
-from .io.sources import BACKENDS, MemorySource
-from .reader import SafeFile
+from .io.sources import MemorySource
+from .reader import SafeFile, TensorFile, check_threads
 from .sharded import open_file
 
 if TYPE_CHECKING:
     from typing_extensions import Self
-
-
-def _check_backend(backend: Any) -> str:
-    if backend not in BACKENDS:
-        raise InvalidBackend(
-            f'backend "{backend}" is invalid (expected one of: "mmap", "pread")', backend=backend
-        )
-    return str(backend)
 
 
 class safe_open:
@@ -36,12 +26,14 @@ class safe_open:
         filename: path (str or PathLike), bytes-like object, binary file object,
             ``http(s)://`` or fsspec URL (``s3://``, ``memory://``, ``hf://``...), or a sharded
             checkpoint: a ``*.index.json`` (path or URL) or a directory holding one.
-        framework: ``pt``/``torch``/``pytorch`` or ``np``/``numpy`` (case-sensitive).
+        framework: ``pt``/``torch``/``pytorch``, ``np``/``numpy``, ``tf``/``tensorflow``,
+            ``jax``/``flax``, ``mlx`` or ``paddle`` (case-sensitive, as upstream).
         device: ``cpu`` (default), ``cuda``, ``cuda:N``, an int, ``mps``...
         backend: ``"mmap"`` (zero-copy views of a copy-on-write map; numpy arrays are
             read-only) or ``"pread"`` (fresh buffers filled with ``os.preadv``).  Default:
-            ``"mmap"``, or ``"pread"`` when the path is on a network or FUSE filesystem
-            (NFS, SMB, sshfs...), where a file shrunk by another client would SIGBUS a map.
+            ``"mmap"``, or ``"pread"`` for each file on a network or FUSE filesystem (NFS,
+            SMB, sshfs...), where a file shrunk by another client would SIGBUS a map; the
+            shards of a sharded checkpoint are decided one by one.
         storage_options: options for a remote source: for HTTP ``token``, ``headers``,
             ``timeout``, ``retries``, ``allow_full_download``...; for fsspec URLs the
             filesystem's options (``key``, ``secret``, ``client_kwargs``, ``anon``...).
@@ -62,21 +54,8 @@ class safe_open:
         self._framework = framework
         self._device = parse_device(device)
         self._adapter.check_device(self._device)
-        if backend is None:  # mmap, except pread for paths on network/FUSE filesystems
-            backend = default_backend(filename) if isinstance(filename, (str, os.PathLike)) else "mmap"
-        self._backend = _check_backend(backend)
-        self._file: Any = open_file(filename, self._backend, storage_options)
-
-    @classmethod
-    def _from_file(cls, file: SafeFile, framework: str, device: Any = "cpu") -> safe_open:
-        self = cls.__new__(cls)
-        self._adapter = load_adapter(framework)
-        self._framework = framework
-        self._device = parse_device(device)
-        self._adapter.check_device(self._device)
-        self._backend = "mmap"
-        self._file = file
-        return self
+        # io.open_source validates the backend and, when it is None, chooses it per file.
+        self._file: TensorFile = open_file(filename, backend, storage_options)
 
     # --- context manager ------------------------------------------------------------------
     def __enter__(self) -> Self:
@@ -107,8 +86,7 @@ class safe_open:
     def keys(self) -> list[str]:
         """Tensor names, sorted."""
         self._file.check_open()
-        sorted_names = getattr(self._file, "sorted_names", None)  # sharded: from the index
-        return sorted_names() if sorted_names is not None else sorted(self._file.names())
+        return self._file.sorted_names()  # sharded: straight from the index
 
     def offset_keys(self) -> list[str]:
         """Tensor names in file (data offset) order."""
@@ -130,9 +108,11 @@ class safe_open:
         """Every tensor, keyed by name, in file order.
 
         One bulk plan: mmap hands out zero-copy views; pread fills one buffer with
-        ``threads`` parallel reads (default: the CPUs available).  torch on CUDA goes
-        through a bounded ring of pinned staging buffers (``pysafetensors.staging``).
+        ``threads`` parallel reads (None, the default: the CPUs available; else a positive
+        int, anything else raises InvalidArgument).  torch on CUDA goes through a bounded
+        ring of pinned staging buffers (``pysafetensors.staging``).
         """
+        threads = check_threads(threads)
         if self._device.kind == "cuda" and self._adapter.NAME == "torch":
             from .staging import load_to_device
 

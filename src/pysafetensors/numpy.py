@@ -15,9 +15,11 @@ from typing import Any
 
 import numpy as np
 
-from ._adapters.numpy import to_numpy, to_write_item
+from ._adapters.numpy import numpy_dtype, to_numpy, to_write_item
 from ._api import TensorSpec, deserialize, serialize, serialize_file  # noqa: F401 - upstream's module has them
+from .errors import UnknownDtype
 from .format._gcpause import paused_gc
+from .format.dtypes import by_code
 from .handle import open_bytes, safe_open
 from .writer import write_bytes, write_file
 
@@ -64,6 +66,15 @@ def load_file(
     """Load every array of a file, in file order (``threads``: parallel pread reads)."""
     with safe_open(filename, framework="np", backend=backend) as f:
         return f.get_tensors(threads=threads)
+
+
+def _getdtype(dtype_str: str) -> np.dtype:
+    """The numpy dtype a header code (``"F32"``) loads as; KeyError for an unknown code, as
+    upstream's table lookup.  Sub-byte codes give their unpacked one-element-per-byte type."""
+    try:
+        return numpy_dtype(by_code(dtype_str))
+    except UnknownDtype:
+        raise KeyError(dtype_str) from None
 
 
 def _storage_id(array: np.ndarray) -> int:

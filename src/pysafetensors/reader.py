@@ -1,22 +1,35 @@
 """SafeFile: a validated header over a ByteSource, handing out raw tensor bytes.
 
 No framework code here: the adapters turn a RawTensor into a numpy array, a torch tensor...
+:class:`TensorFile` is what every open checkpoint offers (a SafeFile, or a ShardedFile over
+many), and all that ``safe_open``, the CLI and the distributed loaders use.
 """
 
 from __future__ import annotations
 
 import mmap
+import operator
 import os
 import threading
 from collections.abc import Iterator
 from functools import cached_property
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Protocol, cast, runtime_checkable
 
-from .errors import FileClosed, TensorNotFound, UnsupportedShape
+from .errors import (
+    FileClosed,
+    InvalidArgument,
+    InvalidArgumentType,
+    SafetensorError,
+    SourceError,
+    TensorNotFound,
+    UnsupportedShape,
+)
 from .format.dtypes import DType
 from .format.header import HEADER_CAP, N_LEN, Header, TensorInfo, parse_header, parse_header_length
 from .format.slicing import SlicePlan
-from .io.sources import supports_view
+from .io.protocols import Advisable, ByteSource, RangedReadable, ResidencyAware, ViewSource, capabilities
+
+_WILLNEED = getattr(mmap, "MADV_WILLNEED", None)  # a platform constant (absent on Windows)
 
 _BIG_BUFFER = 1 << 20
 # Parallel reads split into chunks this size: big enough that per-call overhead vanishes,
@@ -80,6 +93,27 @@ def alloc(nbytes: int, populate: bool = True) -> memoryview:
     return memoryview(bytearray(nbytes))
 
 
+def check_threads(threads: Any) -> int | None:
+    """``threads`` as given when it is None (the default: the CPUs available) or a positive int.
+
+    Anything else raises InvalidArgument (InvalidArgumentType, a TypeError too, for a
+    non-integer: ``2.5``, ``"2"``, ``True``) instead of being rounded or ignored.
+    """
+    if threads is None:
+        return None
+    if isinstance(threads, bool):
+        raise InvalidArgumentType(f"threads must be a positive integer or None, got {threads!r}", threads=threads)
+    try:
+        n = operator.index(threads)  # ints and integer scalars (numpy's), not floats or strings
+    except TypeError:
+        raise InvalidArgumentType(
+            f"threads must be a positive integer or None, got {threads!r} ({type(threads).__name__})", threads=threads
+        ) from None
+    if n < 1:
+        raise InvalidArgument(f"threads must be a positive integer or None, got {n}", threads=threads)
+    return n
+
+
 def default_threads() -> int:
     """The CPUs this process may run on (its affinity mask), at least 1."""
     try:
@@ -88,19 +122,20 @@ def default_threads() -> int:
         return max(1, os.cpu_count() or 1)
 
 
-def read_workers(source: Any, nbytes: int, threads: int | None = None) -> int:
-    """How many threads ``parallel_read`` uses for ``nbytes`` from ``source``."""
-    workers = default_threads() if threads is None else max(1, int(threads))
-    if workers == 1 or nbytes <= _READ_CHUNK or not getattr(source, "parallel_safe", False):
+def read_workers(source: ByteSource, nbytes: int, threads: int | None = None) -> int:
+    """How many threads ``parallel_read`` uses for ``nbytes`` from ``source`` (``threads``:
+    None or a positive int, see ``check_threads``)."""
+    workers = default_threads() if threads is None else threads
+    if workers == 1 or nbytes <= _READ_CHUNK or not capabilities(source).parallel:
         return 1
     return min(workers, -(-nbytes // _READ_CHUNK))
 
 
-def parallel_read(source: Any, offset: int, buf: memoryview, threads: int | None = None) -> None:
+def parallel_read(source: ByteSource, offset: int, buf: memoryview, threads: int | None = None) -> None:
     """Fill ``buf`` from ``source`` at ``offset``, with several threads when the source allows.
 
     ``os.preadv`` releases the GIL, so threads overlap page-cache copies and disk reads.
-    Sources without a ``parallel_safe`` flag (file objects) are read in one call.
+    Sources that are not ParallelReadable (file objects) are read in one call.
     """
     n = len(buf)
     workers = read_workers(source, n, threads)
@@ -119,7 +154,7 @@ def parallel_read(source: Any, offset: int, buf: memoryview, threads: int | None
             pass  # re-raises the first error
 
 
-def read_header(source: Any) -> Header:
+def read_header(source: ByteSource) -> Header:
     """Read and validate a header, never allocating more than min(cap, file size)."""
     size = source.size
     prefix = bytearray(min(N_LEN, size))
@@ -134,17 +169,27 @@ def read_header(source: Any) -> Header:
 
 
 class SafeFile:
-    """An open safetensors file.  Thread-safe for reads; ``close`` is idempotent."""
+    """An open safetensors file.  Thread-safe for reads; ``close`` is idempotent.
 
-    def __init__(self, source: Any, header: Header | None = None) -> None:
+    A read that fails (I/O error, a file truncated under the reader, a dropped connection)
+    raises a SourceError naming the source, the tensor and the offset where reading stopped;
+    nothing partly read is returned, and the file stays usable for other tensors.
+    """
+
+    def __init__(self, source: ByteSource, header: Header | None = None) -> None:
         self.source = source
         try:
             self.header = header if header is not None else read_header(source)
         except BaseException:
             source.close()
             raise
-        self._zero_copy = supports_view(source)
-        self._writable_views = not getattr(source, "readonly", False)
+        # What the source can do, asked once here rather than on every read.
+        caps = capabilities(source)
+        self._views = cast(ViewSource, source) if caps.view else None
+        self._writable_views = self._views is not None and not self._views.readonly
+        self._advisor = cast(Advisable, source) if caps.advice and _WILLNEED is not None else None
+        self._residency = cast(ResidencyAware, source) if caps.residency else None
+        self._ranged = cast(RangedReadable, source) if caps.ranged else None
         self._closed = False
         self._lock = threading.Lock()
 
@@ -155,12 +200,25 @@ class SafeFile:
         return self.header.by_name()
 
     @property
+    def name(self) -> str:
+        """The source's name: the path, or the URL without credentials."""
+        return self.source.name
+
+    @property
     def metadata(self) -> dict[str, str] | None:
         return None if self.header.metadata is None else dict(self.header.metadata)
 
     def names(self) -> list[str]:
         """Names in file (offset) order."""
         return [t.name for t in self.header.tensors]
+
+    def sorted_names(self) -> list[str]:
+        """Names sorted (``safe_open.keys()``)."""
+        self.check_open()
+        return sorted(self.names())
+
+    def __contains__(self, name: object) -> bool:
+        return isinstance(name, str) and name in self._by_name
 
     def info(self, name: str) -> TensorInfo:
         self.check_open()
@@ -180,15 +238,19 @@ class SafeFile:
     def raw(self, name: str) -> RawTensor:
         """The whole tensor: a zero-copy view when the source allows it, else a fresh read."""
         info = self.info(name)
-        if self._zero_copy:
-            data = self.source.view(self._absolute(info), info.nbytes)
-            return RawTensor(info.name, info.dtype, info.shape, data, True, self._writable_views)
-        # A big tensor is read like a whole file: in chunks, by the CPUs available.
-        workers = read_workers(self.source, info.nbytes)
-        buf = alloc(info.nbytes, populate=workers == 1)
-        if info.nbytes:
-            self.check_open()
-            parallel_read(self.source, self._absolute(info), buf, workers)
+        start = self._absolute(info)
+        try:
+            if self._views is not None:
+                data = self._views.view(start, info.nbytes)
+                return RawTensor(info.name, info.dtype, info.shape, data, True, self._writable_views)
+            # A big tensor is read like a whole file: in chunks, by the CPUs available.
+            workers = read_workers(self.source, info.nbytes)
+            buf = alloc(info.nbytes, populate=workers == 1)
+            if info.nbytes:
+                self.check_open()
+                parallel_read(self.source, start, buf, workers)
+        except OSError as e:
+            raise self._read_error(e, start, info.nbytes, info.name) from e
         return RawTensor(info.name, info.dtype, info.shape, buf, False, True)
 
     def raw_all(self, threads: int | None = None) -> Iterator[RawTensor]:
@@ -198,29 +260,33 @@ class SafeFile:
         region.  A cached file (64 pages probed with ``mincore``) is mapped in now, one byte
         read per 64 KiB (the source's ``populate``; cheaper than ``MADV_POPULATE_READ``,
         which walks every page), so the tensors' first touches take no faults.  Otherwise the
-        whole region is read ahead at once (the source's ``prefetch``: ``MADV_WILLNEED`` in pieces the kernel does not cut short), so the disk
-        works on all of it while the tensors are built and touched.  Measured alternatives
-        (benchmarks/RESULTS.md): one ``MADV_WILLNEED`` (the kernel reads 8 MiB of it, faults
-        carry on in 2 MiB folios) was 2-3x slower on an idle machine; populating a cold file
-        is synchronous and was slower; ``MADV_RANDOM`` 10x slower.
-        Other sources read the data region into one buffer with ``threads``
-        parallel reads (default: the CPUs available), and every tensor views that buffer.
+        whole region is read ahead at once (the source's ``prefetch``: ``MADV_WILLNEED`` in
+        pieces the kernel does not cut short), so the disk works on all of it while the
+        tensors are built and touched.  Measured alternatives (benchmarks/RESULTS.md): one
+        ``MADV_WILLNEED`` (the kernel reads 8 MiB of it, faults carry on in 2 MiB folios) was
+        2-3x slower on an idle machine; populating a cold file is synchronous and was slower;
+        ``MADV_RANDOM`` 10x slower.  Other sources read the data region into one buffer with
+        ``threads`` parallel reads (default: the CPUs available), and every tensor views that
+        buffer.
         """
+        threads = check_threads(threads)
         self.check_open()
         header = self.header
         total = header.data_size
-        if self._zero_copy:
-            advise = getattr(self.source, "advise", None)
-            if advise is not None and hasattr(mmap, "MADV_WILLNEED"):
-                resident = getattr(self.source, "resident", None)
-                hot = total > 0 and resident is not None and resident(header.data_start, total)
-                if hot:
+        start = header.data_start
+        if self._views is not None:
+            try:
+                region = self._views.view(start, total)  # also checks the file still holds it
+            except OSError as e:
+                raise self._read_error(e, start, total) from e
+            advisor = self._advisor
+            if advisor is not None:
+                if total > 0 and self._residency is not None and self._residency.resident(start, total):
                     # Cached already: map it now, one fault per 64 KiB, rather than when the
                     # tensors are first touched (see MmapSource.populate).
-                    self.source.populate(header.data_start, total)
+                    advisor.populate(start, total)
                 else:
-                    self.source.prefetch(header.data_start, total)  # advise's companion
-            region = self.source.view(header.data_start, total)
+                    advisor.prefetch(start, total)
             for t in header.tensors:
                 yield RawTensor(t.name, t.dtype, t.shape, region[t.begin : t.end], True, self._writable_views)
             return
@@ -229,7 +295,10 @@ class SafeFile:
         buf = alloc(total, populate=workers == 1)
         if total:
             self.check_open()
-            parallel_read(self.source, header.data_start, buf, workers)
+            try:
+                parallel_read(self.source, start, buf, workers)
+            except OSError as e:
+                raise self._read_error(e, start, total, buffer=buf) from e
         for t in header.tensors:
             yield RawTensor(t.name, t.dtype, t.shape, buf[t.begin : t.end], False, True)
 
@@ -242,17 +311,19 @@ class SafeFile:
         info = self.info(name)
         base = self._absolute(info)
         ranges = list(plan.byte_ranges(name))
-        if self._zero_copy and len(ranges) == 1:
-            begin, end = ranges[0]
-            data = self.source.view(base + begin, end - begin)
-            advise = getattr(self.source, "advise", None)
-            if advise is not None and hasattr(mmap, "MADV_WILLNEED"):
-                # Read exactly these pages now: faulting them one by one would trigger
-                # read-around of whole readahead windows on a cold file.
-                advise(base + begin, end - begin, mmap.MADV_WILLNEED)
-            return RawTensor(info.name, info.dtype, plan.shape, data, True, self._writable_views)
-        out = alloc(plan.nbytes)
-        self._gather(base, ranges, out)
+        try:
+            if self._views is not None and len(ranges) == 1:
+                begin, end = ranges[0]
+                data = self._views.view(base + begin, end - begin)
+                if self._advisor is not None and _WILLNEED is not None:
+                    # Read exactly these pages now: faulting them one by one would trigger
+                    # read-around of whole readahead windows on a cold file.
+                    self._advisor.advise(base + begin, end - begin, _WILLNEED)
+                return RawTensor(info.name, info.dtype, plan.shape, data, True, self._writable_views)
+            out = alloc(plan.nbytes)
+            self._gather(base, ranges, out)
+        except OSError as e:
+            raise self._read_error(e, base, info.nbytes, info.name) from e
         return RawTensor(info.name, info.dtype, plan.shape, out, False, True)
 
     def _gather(self, base: int, ranges: list[tuple[int, int]], out: memoryview) -> None:
@@ -266,17 +337,17 @@ class SafeFile:
             return
         needed = len(out)
         lo, hi = min(b for b, _ in ranges), max(e for _, e in ranges)
-        if self._zero_copy:
+        if self._views is not None:
             self.check_open()
-            block = self.source.view(base + lo, hi - lo) if hi > lo else memoryview(b"")
-        elif getattr(self.source, "read_ranges", None) is not None:
+            block = self._views.view(base + lo, hi - lo) if hi > lo else memoryview(b"")
+        elif self._ranged is not None:
             # Remote sources: nearby ranges share a request, the others run in parallel.
             requests, pos = [], 0
             for begin, end in ranges:
                 requests.append((base + begin, out[pos : pos + end - begin]))
                 pos += end - begin
             self.check_open()
-            self.source.read_ranges(requests)
+            self._ranged.read_ranges(requests)
             return
         elif len(ranges) > _MANY_RANGES and lo <= hi and hi - lo <= _BLOCK_SLACK * needed:
             block = alloc(hi - lo)
@@ -299,6 +370,76 @@ class SafeFile:
             raise FileClosed("File is closed")
         self.source.read_into(offset, buf)
 
+    def read_data(self, pos: int, buf: memoryview, threads: int | None = None, tensor: str | None = None) -> None:
+        """Fill ``buf`` with the data region's bytes from ``pos`` on (0 is the first byte after
+        the header), with parallel reads where the source allows (``threads`` as in
+        ``raw_all``).  A failure raises a SourceError naming ``tensor`` (default: the tensor
+        the failing byte belongs to).  For loaders that stream the data region themselves
+        (staging, the distributed loaders, the CLI's ranged reads)."""
+        self.check_open()
+        start = self.header.data_start + pos
+        try:
+            parallel_read(self.source, start, buf, threads)
+        except OSError as e:
+            raise self._read_error(e, start, len(buf), tensor, buf) from e
+
+    def _read_error(
+        self, e: OSError, offset: int, length: int, tensor: str | None = None, buffer: memoryview | None = None
+    ) -> OSError:
+        """``e``, raised reading ``length`` bytes at file offset ``offset`` (into ``buffer``), as a
+        SourceError (of ``e``'s class when it is one) naming the source, the tensor and the offset.
+
+        Our sources say where reading stopped (``SourceError.offset``).  When a read spanning
+        several tensors failed without saying where (a bare OSError from another source), the
+        span is read again tensor by tensor into ``buffer`` (the error path only) to find the
+        tensor that fails; if none does, the whole span is named.
+        """
+        if isinstance(e, SourceError) and e.tensor is not None:
+            return e  # already names its tensor
+        data_start = self.header.data_start
+        stopped = e.offset if isinstance(e, SourceError) else None
+        if tensor is None and stopped is None and buffer is not None:
+            found = self._failing_piece(offset, length, buffer)
+            if found is not None:
+                tensor, e, offset, length = found
+                stopped = e.offset if isinstance(e, SourceError) else None
+        if tensor is None:
+            lo = (stopped if stopped is not None else offset) - data_start
+            hi = (stopped + 1 if stopped is not None else offset + length) - data_start
+            names = [t.name for t in self.header.tensors if t.begin < hi and lo < t.end] or ["?"]
+            tensor = names[0]
+            what = f"tensor {tensor!r}" if len(names) == 1 else f"tensors {names[0]!r} to {names[-1]!r}"
+        else:
+            what = f"tensor {tensor!r}"
+        src = self.source.name
+        where = f"at offset {stopped}" if stopped is not None else f"between offsets {offset} and {offset + length}"
+        reason = str(e)
+        if reason.startswith(src + ": "):
+            reason = reason[len(src) + 2 :]
+        context = dict(e.__dict__) if isinstance(e, SafetensorError) else {}
+        context.update(offset=stopped if stopped is not None else offset, tensor=tensor, source=src, errno=e.errno)
+        message = f"{src}: reading {what} failed {where}: {reason}"
+        cls = type(e) if isinstance(e, SourceError) else SourceError
+        try:
+            return cls(message, **context)
+        except TypeError:  # a subclass with a constructor of its own
+            return SourceError(message, **context)
+
+    def _failing_piece(self, offset: int, length: int, buffer: memoryview) -> tuple[str, OSError, int, int] | None:
+        """Read [offset, offset + length) again one tensor at a time: (tensor, its error, its
+        offset, its length) for the first piece that fails, None if every piece reads."""
+        rel = offset - self.header.data_start
+        pieces = [t for t in self.header.tensors if t.begin < rel + length and rel < t.end]
+        if len(pieces) < 2:
+            return None
+        for t in pieces:
+            lo, hi = max(t.begin, rel), min(t.end, rel + length)
+            try:
+                self.source.read_into(self.header.data_start + lo, buffer[lo - rel : hi - rel])
+            except OSError as e:
+                return t.name, e, self.header.data_start + lo, hi - lo
+        return None
+
     def close(self) -> None:
         with self._lock:
             if self._closed:
@@ -307,6 +448,36 @@ class SafeFile:
         self.source.close()
 
 
-def open_file(source: Any) -> SafeFile:
-    """Open a SafeFile, giving header errors upstream's safe_open wording."""
-    return SafeFile(source)
+@runtime_checkable
+class TensorFile(Protocol):
+    """An open checkpoint, one file (:class:`SafeFile`) or many shards behind an index
+    (:class:`~pysafetensors.sharded.ShardedFile`): everything ``safe_open``, the CLI and
+    the distributed loaders ask of it.
+
+    ``names()`` is file order (shard by shard); ``sorted_names()`` is ``keys()``'s order;
+    lookups raise TensorNotFound for an unknown name and FileClosed after ``close()``.
+    """
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def metadata(self) -> dict[str, str] | None: ...
+
+    def names(self) -> list[str]: ...
+
+    def sorted_names(self) -> list[str]: ...
+
+    def __contains__(self, name: object, /) -> bool: ...
+
+    def info(self, name: str) -> TensorInfo: ...
+
+    def raw(self, name: str) -> RawTensor: ...
+
+    def raw_slice(self, name: str, plan: SlicePlan) -> RawTensor: ...
+
+    def raw_all(self, threads: int | None = None) -> Iterator[RawTensor]: ...
+
+    def check_open(self) -> None: ...
+
+    def close(self) -> None: ...

@@ -3,35 +3,53 @@
 Reading: ``open_file`` accepts everything ``safe_open`` does.  A ``*.index.json`` (local, URL
 or fsspec) or a local directory holding one becomes a :class:`ShardedFile`: names and
 metadata come from the index, and each shard is opened only when one of its tensors is asked
-for.  Writing: :func:`write_sharded` plans shards greedily in key order (huggingface_hub's
-rule) and writes each shard, then the index, atomically.
+for, and checked against the index then (``format.index.check_shard``).  Writing:
+:func:`write_sharded` plans shards greedily in key order (huggingface_hub's rule), stages every
+file, then publishes the set in an order that never shows a reader a mixed or partial set as a
+checkpoint (see its docstring).
 """
 
 from __future__ import annotations
 
 import math
 import os
+import secrets
 import threading
+import warnings
 from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from typing import Any
 
-from .errors import FileClosed, InvalidIndex, SerializeError, TensorNotFound
+from .errors import (
+    CheckpointMismatch,
+    FileClosed,
+    InvalidIndex,
+    SerializeError,
+    TensorNotFound,
+    UnmappedTensorWarning,
+    WriteError,
+)
 from .format._gcpause import paused_gc
 from .format.header import HEADER_CAP, TensorInfo
 from .format.index import (
+    CHECKPOINT_ID_KEY,
     DEFAULT_MAX_SHARD_SIZE,
     INDEX_SUFFIX,
+    ShardCheck,
     ShardIndex,
+    check_shard,
     encode_index,
     index_file_name,
     parse_index,
     plan_shards,
     shard_name_pattern,
     shard_names,
+    shard_position,
+    without_checkpoint_id,
 )
+from .format.layout import unique_by_name
 from .format.slicing import SlicePlan
-from .io.registry import open_source, url_scheme
-from .io.sinks import AtomicFileSink
+from .io.registry import open_source, sibling_url, url_scheme
+from .io.sinks import AtomicFileSink, StagedDirectory
 from .reader import RawTensor, SafeFile
 from .writer import WriteItem, write_file
 
@@ -56,16 +74,24 @@ class ShardedFile:
         # Where a shard lives (a path or URL next to the index), for tools that read it raw.
         self.locate: Callable[[str], str] = locate or (lambda shard: shard)
         self._shards: dict[str, SafeFile] = {}
+        self._checks: dict[str, ShardCheck] = {}
         self._lock = threading.Lock()
         self._closed = False
 
     # --- index facts --------------------------------------------------------------------
     @property
     def metadata(self) -> dict[str, str] | None:
-        """The index's metadata (``total_size`` and user entries) as strings; None when empty."""
-        if not self.index.metadata:
+        """The index's metadata (``total_size`` and user entries) as strings; None when empty.
+
+        The checkpoint id is bookkeeping and is left out."""
+        meta = self.index.user_metadata
+        if not meta:
             return None
-        return {k: v if isinstance(v, str) else _to_str(v) for k, v in self.index.metadata.items()}
+        return {k: v if isinstance(v, str) else _to_str(v) for k, v in meta.items()}
+
+    def shard_metadata(self, shard: str) -> dict[str, str] | None:
+        """A shard's header metadata without the checkpoint id (None when nothing is left)."""
+        return without_checkpoint_id(self.shard(shard).metadata)
 
     @property
     def shard_names(self) -> list[str]:
@@ -79,11 +105,16 @@ class ShardedFile:
     def names(self) -> list[str]:
         """Names in file order: shard by shard, each in its data-offset order (opens every header)."""
         self.check_open()
-        out: list[str] = []
-        for shard in self.shard_names:
-            wanted = set(self.index.tensors_in(shard))
-            out.extend(n for n in self.shard(shard).names() if n in wanted)
-        return out
+        return [t.name for shard in self.shard_names for t in self.shard_tensors(shard)]
+
+    def shard_tensors(self, shard: str) -> list[TensorInfo]:
+        """The tensors read from ``shard``, in its data order: those the index maps to it."""
+        f = self.shard(shard)
+        ignored = set(self.check(shard).ignored)
+        return [t for t in f.header.tensors if t.name not in ignored] if ignored else list(f.header.tensors)
+
+    def __contains__(self, name: object) -> bool:
+        return isinstance(name, str) and name in self.index.weight_map
 
     def check_open(self) -> None:
         if self._closed:
@@ -91,13 +122,43 @@ class ShardedFile:
 
     # --- shards ---------------------------------------------------------------------------
     def shard(self, shard: str) -> SafeFile:
-        """The SafeFile of one shard, opened on first use."""
+        """The SafeFile of one shard, opened on first use and checked against the index.
+
+        A shard from another save (checkpoint ids differ) is refused; tensors the index does not
+        map to it are left out, with an UnmappedTensorWarning.  A mapped tensor the shard lacks
+        is an error when it is asked for (``file_of``) or when every tensor is read.
+        """
         with self._lock:
             self.check_open()
             f = self._shards.get(shard)
-            if f is None:
-                f = self._shards[shard] = self._open_shard(shard)
+            if f is not None:
+                return f
+            f = self._open_shard(shard)
+            try:
+                check = check_shard(self.index, shard, (t.name for t in f.header.tensors), f.metadata)
+                if check.mixed:
+                    raise CheckpointMismatch(
+                        check.describe_mixed(self.name), shard=shard, index_id=check.index_id, shard_id=check.shard_id
+                    )
+            except BaseException:
+                f.close()
+                raise
+            if check.ignored:
+                warnings.warn(UnmappedTensorWarning(check.describe_ignored(self.name)), stacklevel=3)
+            self._checks[shard] = check
+            self._shards[shard] = f
             return f
+
+    def check(self, shard: str, complete: bool = False) -> ShardCheck:
+        """How ``shard`` agrees with the index (opens it); ``complete``: also raise InvalidIndex
+        when it lacks a tensor the index maps to it."""
+        self.shard(shard)
+        check = self._checks[shard]
+        if complete and check.missing:
+            raise InvalidIndex(
+                check.describe_missing(self.name), tensor=check.missing[0], shard=shard, missing=check.missing
+            )
+        return check
 
     def file_of(self, name: str) -> SafeFile:
         self.check_open()
@@ -105,7 +166,7 @@ class ShardedFile:
         if shard is None:
             raise TensorNotFound(f"File does not contain tensor {name}", tensor=name)
         f = self.shard(shard)
-        if name not in f._by_name:
+        if name in self._checks[shard].missing:
             raise InvalidIndex(
                 f"{self.name}: the index puts tensor {name!r} in {shard}, which does not contain it",
                 tensor=name,
@@ -127,16 +188,10 @@ class ShardedFile:
         """Every tensor listed in the index, shard by shard in file order."""
         self.check_open()
         for shard in self.shard_names:
-            wanted = set(self.index.tensors_in(shard))
             f = self.shard(shard)
-            missing = wanted - set(f._by_name)
-            if missing:
-                raise InvalidIndex(
-                    f"{self.name}: the index puts {sorted(missing)} in {shard}, which does not contain them",
-                    shard=shard,
-                )
+            ignored = set(self.check(shard, complete=True).ignored)
             for raw in f.raw_all(threads):
-                if raw.name in wanted:
+                if raw.name not in ignored:
                     yield raw
 
     def close(self) -> None:
@@ -145,6 +200,7 @@ class ShardedFile:
                 return
             self._closed = True
             shards, self._shards = list(self._shards.values()), {}
+            self._checks = {}
         for f in shards:
             f.close()
 
@@ -178,33 +234,43 @@ def find_in_directory(directory: str) -> str:
         return os.path.join(directory, indexes[0])
     files = [n for n in names if n.endswith(".safetensors")]
     if len(files) == 1:
+        position = shard_position(files[0])
+        if position is not None and position[1] > 1:
+            # One shard of a set and no index: half a checkpoint (an interrupted save, a partial
+            # copy), not a checkpoint of its own.  The file itself can still be opened by name.
+            raise InvalidIndex(
+                f"{directory}: holds only {files[0]}, shard {position[0]} of {position[1]}, and no index; "
+                "the checkpoint is incomplete (open the file by its name to read it alone)"
+            )
         return os.path.join(directory, files[0])
     if not files:
         raise FileNotFoundError(f"No such file or directory: {directory}: no *.safetensors.index.json or .safetensors file")
     raise InvalidIndex(f"{directory}: several .safetensors files and no index ({', '.join(files)}); open one of them")
 
 
-def open_index(location: Any, backend: str = "mmap", storage_options: Mapping[str, Any] | None = None) -> ShardedFile:
-    """Open an index file (path or URL); shard files are resolved next to it."""
+def open_index(
+    location: Any, backend: str | None = None, storage_options: Mapping[str, Any] | None = None
+) -> ShardedFile:
+    """Open an index file (path or URL); shard files are resolved next to it and each opened
+    through ``io.open_source`` with ``backend`` (None: chosen per shard)."""
     location = os.fspath(location) if isinstance(location, os.PathLike) else location
     src = open_source(location, backend, storage_options)
     try:
         if src.size > INDEX_CAP:
             raise InvalidIndex(
-                f"{getattr(src, 'name', location)}: index is {src.size} bytes, over the {INDEX_CAP}-byte cap",
+                f"{src.name}: index is {src.size} bytes, over the {INDEX_CAP}-byte cap",
                 size=src.size,
             )
         data = bytearray(src.size)
         src.read_into(0, memoryview(data))
     finally:
         src.close()
-    name = getattr(src, "name", str(location))
+    name = src.name
     index = parse_index(bytes(data), name)
     if url_scheme(location) and url_scheme(location) != "file":
-        base = location.split("?", 1)[0].rsplit("/", 1)[0]
 
         def shard_location(shard: str) -> str:
-            return f"{base}/{shard}"
+            return sibling_url(location, shard)
     else:
         directory = os.path.dirname(os.path.abspath(location))
 
@@ -218,7 +284,7 @@ def open_index(location: Any, backend: str = "mmap", storage_options: Mapping[st
 
 
 def open_file(
-    obj: Any, backend: str = "mmap", storage_options: Mapping[str, Any] | None = None
+    obj: Any, backend: str | None = None, storage_options: Mapping[str, Any] | None = None
 ) -> SafeFile | ShardedFile:
     """A SafeFile, or a ShardedFile for an index file or a local checkpoint directory."""
     path = os.fspath(obj) if isinstance(obj, os.PathLike) else obj
@@ -248,57 +314,80 @@ def write_sharded(
     """Write ``items`` as Hugging Face shards (+ index when more than one) into ``directory``.
 
     Every shard's header carries ``shard_metadata`` (default: ``metadata``); the index has
-    ``{"total_size": ..., **metadata}``.
-    Items with the same ``storage_ids`` value stay in one shard.  Stale shards of an earlier
-    save with the same base name are removed afterwards.  Returns the index path, or the
-    single file's path when everything fits in one shard.
+    ``{"total_size": ..., **metadata}``.  With more than one shard, the index and every shard
+    also carry a fresh checkpoint id (``format.index.CHECKPOINT_ID_KEY``; readers leave it out
+    of the metadata they show).  Items with the same ``storage_ids`` value stay in one shard.
+    Returns the index path, or the single file's path when everything fits in one shard.
+
+    All or nothing, as far as a directory allows: every file is first written (and, when
+    ``durable``, fsynced) into a hidden staging directory inside ``directory``; a failure or a
+    kill up to there leaves ``directory`` as it was.  Publishing moves the files in by rename,
+    in an order that keeps every intermediate state either the old checkpoint, or one that
+    readers refuse: new shards whose names the old checkpoint does not use go in while the old
+    index still stands, and the new index replaces it last; when a new shard would replace a
+    file of the old set, the old index is taken out first (a directory with shards and no index
+    is no checkpoint here, nor for transformers).  Stale files of the earlier save with the
+    same base name are removed afterwards.  A shard from another save under an index (two saves
+    racing into one directory) is refused by its checkpoint id.
     """
     directory = os.fspath(directory)
     if metadata is not None and "total_size" in metadata:
         raise SerializeError("metadata key 'total_size' is reserved for the index (sum of tensor bytes)")
-    by_name = {}
-    for item in items:
-        if item.name in by_name:
-            raise SerializeError(f"tensor name {item.name!r} appears twice", tensor=item.name)
-        by_name[item.name] = item
+    if metadata is not None and CHECKPOINT_ID_KEY in metadata:
+        raise SerializeError(f"metadata key {CHECKPOINT_ID_KEY!r} is reserved for the checkpoint id")
+    named = unique_by_name(items, lambda i: i.name)
     ids = storage_ids or {}
-    sizes = {i.name: _nbytes(i) for i in by_name.values()}
-    plan = plan_shards(((n, sizes[n], ids.get(n)) for n in by_name), max_shard_size)
+    sizes = {i.name: _nbytes(i) for i in named.values()}
+    plan = plan_shards(((n, sizes[n], ids.get(n)) for n in named), max_shard_size)
     files = shard_names(len(plan), basename, variant)
-    os.makedirs(directory, exist_ok=True)
-    for shard_file, shard in zip(files, plan):
-        write_file(
-            [by_name[n] for n in shard],
-            os.path.join(directory, shard_file),
-            metadata if shard_metadata is None else shard_metadata,
-            durable=durable,
-        )
-    index_path = os.path.join(directory, index_file_name(basename, variant))
-    if len(plan) > 1:
-        index = ShardIndex(
-            weight_map={n: f for f, shard in zip(files, plan) for n in shard},
-            metadata={**dict(metadata or {}), "total_size": sum(sizes.values())},
-        )
-        with AtomicFileSink(index_path, durable=durable) as sink:
+    index_name = index_file_name(basename, variant)
+    base_meta = without_checkpoint_id(metadata if shard_metadata is None else shard_metadata)
+    try:
+        os.makedirs(directory, exist_ok=True)
+    except OSError as e:
+        raise WriteError(f"cannot create {directory}: {e}", errno=e.errno) from e
+    if len(plan) == 1:
+        # One plain file, replaced atomically; then the old index goes (the switch), then its shards.
+        write_file([named[n] for n in plan[0]], os.path.join(directory, files[0]), base_meta, durable=durable)
+        _remove(directory, [index_name, *_stale_shards(directory, files, basename, variant)])
+        return os.path.join(directory, files[0])
+
+    checkpoint_id = secrets.token_hex(16)
+    shard_meta = {**(base_meta or {}), CHECKPOINT_ID_KEY: checkpoint_id}
+    index = ShardIndex(
+        weight_map={n: f for f, shard in zip(files, plan) for n in shard},
+        metadata={**dict(metadata or {}), "total_size": sum(sizes.values()), CHECKPOINT_ID_KEY: checkpoint_id},
+    )
+    stage = StagedDirectory(directory, f"{basename}.{variant}" if variant else basename, durable=durable)
+    try:
+        for shard_file, shard in zip(files, plan):
+            write_file([named[n] for n in shard], stage.file(shard_file), shard_meta, durable=durable)
+        with AtomicFileSink(stage.file(index_name), durable=durable) as sink:
             sink.write([encode_index(index).encode("utf-8")])
-    _remove_stale(directory, set(files), basename, variant, keep_index=len(plan) > 1)
-    return index_path if len(plan) > 1 else os.path.join(directory, files[0])
+        if any(stage.exists(f) for f in files):
+            stage.set_aside(index_name)  # a shard of the old set is about to be replaced
+        stale = [*_stale_shards(directory, files, basename, variant), *shard_names(1, basename, variant)]
+        stage.publish([*files, index_name], remove=stale)
+    except BaseException:
+        stage.abort()
+        raise
+    return os.path.join(directory, index_name)
 
 
 def _nbytes(item: WriteItem) -> int:
     return item.dtype.nbytes(math.prod(item.shape))
 
 
-def _remove_stale(directory: str, written: set[str], basename: str, variant: str | None, keep_index: bool) -> None:
+def _stale_shards(directory: str, written: list[str], basename: str, variant: str | None) -> list[str]:
     # A directory is read as "its index, else its only file": leftovers of an earlier save
     # with another shard count would otherwise shadow or pollute this one.
     pattern = shard_name_pattern(basename, variant)
-    stale = [n for n in os.listdir(directory) if pattern.match(n) and n not in written]
-    if not keep_index:
-        stale.append(index_file_name(basename, variant))
-    else:
-        stale.extend(n for n in shard_names(1, basename, variant) if n not in written)
-    for n in stale:
+    keep = set(written)
+    return [n for n in os.listdir(directory) if pattern.match(n) and n not in keep]
+
+
+def _remove(directory: str, names: list[str]) -> None:
+    for n in names:
         try:
             os.remove(os.path.join(directory, n))
         except FileNotFoundError:

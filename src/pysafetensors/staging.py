@@ -28,8 +28,9 @@ from typing import Any
 from ._adapters.torch import _torch_shape, require_available, torch_dtype
 from ._device import parse_device
 from ._optional import require
+from .io.protocols import capabilities
 from .io.sources import open_source
-from .reader import SafeFile, parallel_read
+from .reader import SafeFile, check_threads
 
 torch = require("torch", "torch")
 
@@ -108,14 +109,18 @@ def load_to_device(
     config: StagingConfig | None = None,
     pin: bool | None = None,
 ) -> dict[str, Any]:
-    """Load every tensor of ``file`` (a SafeFile or a path) onto ``device`` through the ring.
+    """Load every tensor of ``file`` onto ``device`` through the ring.
 
-    ``pin`` defaults to True for CUDA destinations.  ``threads`` parallelises the reads that
-    fill each staging buffer.  Returns ``{name: tensor}`` in file order.
+    ``file`` is a SafeFile, or anything ``io.open_source`` opens (a path is read with mmap,
+    or pread on a network/FUSE filesystem).  ``pin`` defaults to True for CUDA destinations.
+    ``threads`` (None or a positive int) parallelises the reads that fill each staging
+    buffer.  Returns ``{name: tensor}`` in file order; a failed read raises a SourceError
+    naming the tensor, and no tensor is returned.
     """
     cfg = config or DEFAULT
     if cfg.buffers < 1 or cfg.buffer_bytes < 1:
         raise ValueError(f"staging needs at least one buffer of at least one byte, got {cfg}")
+    threads = check_threads(threads)
     owned = not isinstance(file, SafeFile)
     safe = SafeFile(open_source(file)) if owned else file
     try:
@@ -158,8 +163,7 @@ def _staged_copy(safe: SafeFile, dests: list[Any], ops: Any, cfg: StagingConfig,
         host, view = ring[slot]
         ops.wait(events[slot])
         n = min(size, total - pos)
-        safe.check_open()
-        parallel_read(safe.source, header.data_start + pos, view[:n], threads)
+        safe.read_data(pos, view[:n], threads)
         while first < len(tensors) and tensors[first].end <= pos:
             first += 1
         i = first
@@ -175,12 +179,13 @@ def _staged_copy(safe: SafeFile, dests: list[Any], ops: Any, cfg: StagingConfig,
 def _register_and_copy(safe: SafeFile, dests: list[Any], ops: _CudaOps) -> bool:
     """Pin the mapped file with cudaHostRegister and copy tensors straight from it.
 
-    Returns False (caller falls back to staging) when the source is not a map.
+    Returns False (caller falls back to staging) when the source has no writable zero-copy
+    view (a copy-on-write map has one; so do writable bytes in memory).
     """
-    source = safe.source
-    m = getattr(source, "_map", None)
-    if m is None:
+    source: Any = safe.source
+    if not capabilities(source).view or source.readonly or not source.size:
         return False
+    m = source.view(0, source.size)  # the whole map (one export, released with ``m``)
     size = len(m)
     address = ctypes.addressof(ctypes.c_char.from_buffer(m))
     cudart = torch.cuda.cudart()

@@ -12,11 +12,13 @@ from collections import defaultdict
 from collections.abc import Mapping
 from typing import Any
 
-from ._adapters.torch import dtype_of, to_torch, to_write_item
+from ._adapters.torch import dtype_of, to_torch, to_write_item, torch_dtype
 from ._api import TensorSpec, deserialize, serialize, serialize_file  # noqa: F401 - upstream's module has them
 from ._device import parse_device
 from ._optional import require
+from .errors import UnknownDtype, UnsupportedDtype
 from .format._gcpause import paused_gc
+from .format.dtypes import by_code
 from .handle import open_bytes, safe_open
 from .writer import write_bytes, write_file
 
@@ -39,7 +41,7 @@ __all__ = [
 
 
 def _itemsize(tensor: Any) -> int:
-    return max(dtype_of(tensor).bits // 8, 1) if tensor.dtype != getattr(torch, "float4_e2m1fn_x2", None) else 1
+    return dtype_of(tensor).itemsize  # float4_e2m1fn_x2: one byte per (paired) element
 
 
 def storage_ptr(tensor: Any) -> int:
@@ -62,6 +64,15 @@ def storage_size(tensor: Any) -> int:
             return tensor.storage().size() * _itemsize(tensor)
         except NotImplementedError:
             return tensor.nelement() * _itemsize(tensor)
+
+
+def _getdtype(dtype_str: str) -> Any:
+    """The torch dtype a header code (``"F32"``) loads as; KeyError when torch has none, as
+    upstream's table lookup (torch.distributed.checkpoint calls this helper)."""
+    try:
+        return torch_dtype(by_code(dtype_str))
+    except (UnknownDtype, UnsupportedDtype):
+        raise KeyError(dtype_str) from None
 
 
 def _end_ptr(tensor: Any) -> int:

@@ -2,19 +2,21 @@
 
 from __future__ import annotations
 
-import ctypes
 import os
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .errors import IncompleteWrite, SerializeError, TensorNotFound, WriteError
+from .errors import IncompleteWrite, SerializeError, TensorNotFound, UnknownDtype, WriteError
 from .format._gcpause import paused_gc
-from .format.dtypes import BY_CODE, DType, by_spec_name
-from .format.layout import LayoutEntry, WriteLayout, plan_layout
+from .format.dtypes import DType, by_buffer_format, by_name
+from .format.layout import LayoutEntry, WriteLayout, as_shape, plan_layout, unique_by_name
 from .io.sinks import AtomicFileSink
+
+if TYPE_CHECKING:
+    from typing_extensions import Self
 
 # Small tensors are gathered and written with one writev; a batch never holds more than this.
 _BATCH_BYTES = 16 << 20
@@ -37,13 +39,9 @@ class WriteItem:
 
 
 def plan(items: Iterable[WriteItem], metadata: Mapping[str, str] | None, alignment: int = 8) -> tuple[WriteLayout, dict[str, WriteItem]]:
-    by_name = {}
-    for item in items:
-        if item.name in by_name:
-            raise SerializeError(f"tensor name {item.name!r} appears twice", tensor=item.name)
-        by_name[item.name] = item
-    layout = plan_layout(((i.name, i.dtype, i.shape) for i in by_name.values()), metadata, alignment)
-    return layout, by_name
+    named = unique_by_name(items, lambda i: i.name)
+    layout = plan_layout(((i.name, i.dtype, i.shape) for i in named.values()), metadata, alignment)
+    return layout, named
 
 
 def _checked(item: WriteItem, expected: int) -> memoryview:
@@ -81,9 +79,9 @@ def stream(layout: WriteLayout, items: Mapping[str, WriteItem], sink: Any) -> No
 @paused_gc()
 def write_bytes(items: Iterable[WriteItem], metadata: Mapping[str, str] | None = None, alignment: int = 8) -> bytes:
     """Serialize to one bytes object."""
-    layout, by_name = plan(items, metadata, alignment)
+    layout, named = plan(items, metadata, alignment)
     parts: list[Any] = [layout.prefix]
-    parts.extend(_checked(by_name[e.name], e.nbytes) for e in layout.entries)
+    parts.extend(_checked(named[e.name], e.nbytes) for e in layout.entries)
     return b"".join(parts)  # one copy, straight into the result
 
 
@@ -97,63 +95,56 @@ def write_file(
 ) -> None:
     """Serialize to ``path`` atomically (temp file preallocated to its final size, then renamed;
     ``durable`` adds fsync, see ``AtomicFileSink``)."""
-    layout, by_name = plan(items, metadata, alignment)
+    layout, named = plan(items, metadata, alignment)
     with AtomicFileSink(path, durable=durable) as sink:
         sink.reserve(layout.total_size)
-        stream(layout, by_name, sink)
+        stream(layout, named, sink)
 
 
 # --- incremental writer -----------------------------------------------------------------------
 
-DTypeLike = Any  # DType, "F32", "float32", numpy dtype, torch dtype
+DTypeLike = Any  # DType, "F32", "float32"; framework dtypes through pysafetensors.open_writer
 
 
-def _as_dtype(value: DTypeLike) -> DType:
-    """A format dtype from a code ("F32"), a spec name ("float32") or a framework dtype."""
-    if isinstance(value, DType):
-        return value
-    if isinstance(value, str):
-        return BY_CODE.get(value) or by_spec_name(value)
-    name = getattr(value, "name", None)  # numpy dtype / scalar type
-    if not isinstance(name, str):
-        name = str(value).removeprefix("torch.")  # torch.float32 -> "float32"
-    if name == "bool":
-        return BY_CODE["BOOL"]
-    return BY_CODE.get(name) or by_spec_name(name)
+@dataclass(frozen=True)
+class _Data:
+    """What a write brings: its bytes, and its dtype and shape when the object carries them."""
+
+    view: memoryview
+    dtype: DType | None
+    shape: tuple[int, ...] | None
+    keep: Any  # keeps the memory behind ``view`` alive
 
 
-def _bytes_of(name: str, data: Any) -> tuple[memoryview, Any]:
-    """A flat byte view of ``data`` and the object that keeps it alive.
+def _flat(view: memoryview) -> memoryview:
+    return view.cast("B") if view.format != "B" or view.ndim != 1 else view
 
-    Accepts buffer-protocol objects (numpy arrays, bytes, memoryview...) and torch tensors,
-    duck-typed so this module imports no framework.  Contiguous little-endian data is never
-    copied; a strided numpy array is made contiguous here, one tensor at a time.
-    """
-    if hasattr(data, "untyped_storage") and hasattr(data, "data_ptr"):  # torch.Tensor
-        t = data.detach()
-        if t.device.type != "cpu":
-            t = t.cpu()
-        t = t.contiguous()
-        n = t.numel() * t.element_size()
-        if n == 0:
-            return memoryview(b""), t
-        return memoryview((ctypes.c_ubyte * n).from_address(t.data_ptr())).cast("B"), t
+
+def _buffer_data(name: str, data: Any) -> _Data:
+    """A buffer-protocol object: its bytes in logical C order, and the dtype its format names."""
     try:
         view = memoryview(data)
     except TypeError:
         raise SerializeError(
-            f"tensor {name!r}: expected a buffer (numpy array, bytes...) or a torch tensor, "
+            f"tensor {name!r}: expected a buffer (bytes, numpy array...) or a framework tensor, "
             f"got {type(data).__name__}",
             tensor=name,
         ) from None
     if view.format[:1] in ">!":
         raise SerializeError(f"tensor {name!r}: big-endian data; byteswap it to little-endian first", tensor=name)
+    dtype = by_buffer_format(view.format, view.itemsize)
+    if dtype is None:
+        raise SerializeError(
+            f"tensor {name!r}: buffer format {view.format!r} has no safetensors dtype; "
+            "pass its bytes instead (memoryview(x).cast('B'))",
+            tensor=name,
+        )
     if not view.c_contiguous:
         view = memoryview(view.tobytes())  # logical C order; a copy only for this tensor
-    return (view.cast("B") if view.format != "B" or view.ndim != 1 else view), data
+    return _Data(_flat(view), dtype, tuple(view.shape or ()), data)
 
 
-class SafetensorsWriter:
+class IncrementalWriter:
     """Write a safetensors file tensor by tensor, in any order, from any threads.
 
     Declare every tensor (name -> (dtype, shape)) and the metadata up front; the header is
@@ -164,9 +155,16 @@ class SafetensorsWriter:
     ``abort()`` (or an exception inside ``with``) removes the temp file and leaves any old
     file untouched.  The result is byte-identical to ``save_file`` of the same tensors.
 
-    ``dtype`` may be a code (``"F32"``), a TensorSpec name (``"float32"``), a numpy dtype or a
-    torch dtype.  ``alignment`` pads the header so the data region starts at a multiple of
-    it (default 8: identical to upstream).
+    What is written is checked against the declaration: data that carries a dtype must have
+    the declared one, and ``write`` (the whole tensor) also needs the declared shape.  Unsigned
+    bytes (``bytes``, ``bytearray``, a uint8 array or a ``memoryview`` of format ``"B"``) are
+    taken as the tensor's raw bytes, whatever it was declared as: only their length is checked.
+    This class takes buffers and ``WriteItem``s; ``pysafetensors.open_writer`` adds framework
+    tensors and dtypes (``_adapt`` and ``_resolve_dtype`` are the hooks it fills in).
+
+    ``dtype`` may be a ``DType``, a code (``"F32"``) or a TensorSpec name (``"float32"``).
+    ``alignment`` pads the header so the data region starts at a multiple of it (default 8:
+    identical to upstream).
     """
 
     def __init__(
@@ -186,7 +184,7 @@ class SafetensorsWriter:
                 dtype, shape = spec
             except (TypeError, ValueError):
                 raise SerializeError(f"tensor {name!r}: expected (dtype, shape), got {spec!r}", tensor=name) from None
-            specs.append((name, _as_dtype(dtype), tuple(int(d) for d in shape)))
+            specs.append((name, self._dtype(name, dtype), as_shape(shape, name)))
         self.layout = plan_layout(specs, metadata, alignment)
         self._entries = {e.name: e for e in self.layout.entries}
         self._written: dict[str, list[tuple[int, int]]] = {e.name: [] for e in self.layout.entries}
@@ -200,6 +198,55 @@ class SafetensorsWriter:
             self._sink.abort()
             raise
 
+    # --- hooks: the layer above knows frameworks ------------------------------------------
+    def _adapt(self, name: str, data: Any) -> WriteItem | None:
+        """``data`` as a WriteItem when a framework owns it; None: take it as a buffer."""
+        return None
+
+    def _resolve_dtype(self, value: Any) -> DType | None:
+        """A framework dtype object as a format dtype; None when not one."""
+        return None
+
+    def _dtype(self, name: str, value: DTypeLike) -> DType:
+        if isinstance(value, DType):
+            return value
+        if isinstance(value, str):
+            return by_name(value)
+        found = self._resolve_dtype(value)
+        if found is None:
+            raise UnknownDtype(
+                f"tensor {name!r}: dtype {value!r} is not understood; give a code such as 'F32', a name "
+                "such as 'float32', or a numpy/torch dtype",
+                tensor=name,
+                dtype=repr(value),
+            )
+        return found
+
+    def _data(self, name: str, data: Any) -> _Data:
+        item = data if isinstance(data, WriteItem) else self._adapt(name, data)
+        if item is None:
+            return _buffer_data(name, data)
+        buf = item.get_bytes()
+        return _Data(_flat(memoryview(buf)), item.dtype, item.shape, buf)
+
+    @staticmethod
+    def _check_kind(e: LayoutEntry, got: _Data, whole: bool) -> None:
+        if got.dtype is None or got.dtype.code == "U8":
+            return  # raw bytes: only the length counts
+        if got.dtype != e.dtype:
+            raise SerializeError(
+                f"tensor {e.name!r} is declared {e.dtype.code} {list(e.shape)} but the data written is "
+                f"{got.dtype.code}; convert it, or pass its raw bytes",
+                tensor=e.name, expected=e.dtype.code, found=got.dtype.code,
+            )
+        if whole and got.shape is not None and got.shape != e.shape:
+            raise SerializeError(
+                f"tensor {e.name!r} is declared {e.dtype.code} {list(e.shape)} but the data written has "
+                f"shape {list(got.shape)}; reshape it, or pass its raw bytes",
+                tensor=e.name, expected=e.shape, found=got.shape,
+            )
+
+    # --- the writer ---------------------------------------------------------------------------
     @property
     def data_start(self) -> int:
         """Absolute file offset of the data region."""
@@ -217,28 +264,32 @@ class SafetensorsWriter:
             raise TensorNotFound(f"tensor {name!r} was not declared to this writer", tensor=name) from None
 
     def write(self, name: str, data: Any) -> None:
-        """Write tensor ``name``'s whole data (its exact planned byte length)."""
+        """Write tensor ``name``'s whole data: the declared dtype and shape, or its exact raw bytes."""
         e = self._entry(name)
-        view, keep = _bytes_of(name, data)
-        if len(view) != e.nbytes:
+        got = self._data(name, data)
+        self._check_kind(e, got, whole=True)
+        if len(got.view) != e.nbytes:
             raise SerializeError(
-                f"tensor {name!r}: got {len(view)} bytes but {e.dtype.code} {list(e.shape)} needs {e.nbytes}",
+                f"tensor {name!r}: got {len(got.view)} bytes but {e.dtype.code} {list(e.shape)} needs {e.nbytes}",
                 tensor=name,
             )
-        self._put(e, 0, view)
-        del keep
+        self._put(e, 0, got.view)
 
     def write_chunk(self, name: str, offset: int, data: Any) -> None:
-        """Write bytes at ``offset`` within tensor ``name`` (for tensors larger than memory)."""
+        """Write bytes at byte ``offset`` within tensor ``name`` (for tensors larger than memory).
+
+        A chunk that carries a dtype must have the declared one; raw bytes go as they are."""
         e = self._entry(name)
-        view, keep = _bytes_of(name, data)
-        if offset < 0 or offset + len(view) > e.nbytes:
+        if isinstance(offset, bool) or not isinstance(offset, int):
+            raise SerializeError(f"tensor {name!r}: chunk offset must be an int, got {offset!r}", tensor=name)
+        got = self._data(name, data)
+        self._check_kind(e, got, whole=False)
+        if offset < 0 or offset + len(got.view) > e.nbytes:
             raise SerializeError(
-                f"tensor {name!r}: chunk [{offset}, {offset + len(view)}) is outside its {e.nbytes} bytes",
+                f"tensor {name!r}: chunk [{offset}, {offset + len(got.view)}) is outside its {e.nbytes} bytes",
                 tensor=name,
             )
-        self._put(e, offset, view)
-        del keep
+        self._put(e, offset, got.view)
 
     def _put(self, e: LayoutEntry, offset: int, view: memoryview) -> None:
         if self._done:
@@ -274,7 +325,7 @@ class SafetensorsWriter:
         self._done = True
         self._sink.abort()
 
-    def __enter__(self) -> SafetensorsWriter:  # noqa: PYI034 - final in practice
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(
@@ -294,15 +345,3 @@ def _covers(ranges: list[tuple[int, int]], nbytes: int) -> bool:
             return False
         reach = max(reach, end)
     return reach >= nbytes
-
-
-def open_writer(
-    path: str | os.PathLike[str],
-    tensors: Mapping[str, tuple[DTypeLike, Sequence[int]]],
-    metadata: Mapping[str, str] | None = None,
-    *,
-    alignment: int = 8,
-    durable: bool | None = None,
-) -> SafetensorsWriter:
-    """Start an incremental write: ``with open_writer(path, {"w": ("F32", (4, 4))}) as w: w.write("w", arr)``."""
-    return SafetensorsWriter(path, tensors, metadata, alignment=alignment, durable=durable)

@@ -8,9 +8,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pysafetensors.cli import _common
-from pysafetensors.cli.diff import compute_diff, render_diff
+from pysafetensors.cli.diff import render_diff
 from pysafetensors.numpy import save_file
+from pysafetensors.tools import _chunks
+from pysafetensors.tools.diff import diff_files as compute_diff
 
 from .conftest import run_cli
 
@@ -86,7 +87,7 @@ def test_values_chunked_equals_whole(tmp_path: Path, monkeypatch: pytest.MonkeyP
     u["i"][0] += 1
     a, b = _save(tmp_path / "a.safetensors", t), _save(tmp_path / "b.safetensors", u)
     whole = compute_diff(str(a), str(b), values=True)
-    monkeypatch.setattr(_common, "CHUNK_ELEMENTS", 16)
+    monkeypatch.setattr(_chunks, "CHUNK_ELEMENTS", 16)
     chunked = compute_diff(str(a), str(b), values=True)
     for w, c in zip(whole.values or [], chunked.values or []):
         assert (w.name, w.differing, w.max_abs_diff) == (c.name, c.differing, c.max_abs_diff)
@@ -97,10 +98,10 @@ def test_values_chunked_equals_whole(tmp_path: Path, monkeypatch: pytest.MonkeyP
 
 
 def test_formats(sample: Path, tmp_path: Path) -> None:
-    from pysafetensors.cli.metadata import compute_metadata
+    from pysafetensors.tools.metadata import edit_metadata
 
     other = tmp_path / "o.safetensors"
-    compute_metadata(str(sample), "set", {"x": "1"}, output=str(other))
+    edit_metadata(str(sample), "set", {"x": "1"}, output=str(other))
     md = run_cli("diff", sample, other, "--format", "md")
     assert md.code == 1 and md.out.startswith("# diff") and "| + | `x` | '1' |" in md.out
     js = run_cli("diff", sample, other, "--format", "json")
@@ -126,3 +127,45 @@ def test_real_model_against_itself(real_model: Path) -> None:
     r2 = compute_diff(str(real_model), str(real_model), values=True)
     assert r2.same and len(r2.values or []) == 104
     assert all(v.differing == 0 for v in r2.values or [])
+
+
+@pytest.mark.parametrize(
+    ("x", "y", "dtype_a", "dtype_b", "max_abs"),
+    [
+        ([2**53 + 1, 5], [2**53, 5], np.int64, np.int64, 1),  # float64 cannot tell them apart
+        ([2**64 - 1, 7], [2**64 - 2, 7], np.uint64, np.uint64, 1),
+        ([-(2**63), 0], [2**63 - 1, 0], np.int64, np.int64, 2**64 - 1),  # overflows int64 subtraction
+        ([-1, 3], [2**64 - 1, 3], np.int64, np.uint64, 2**64),  # needs 65 bits
+        ([2**31 - 1, 0], [-(2**31), 0], np.int32, np.int64, 2**32 - 1),
+        ([True, False], [True, True], np.bool_, np.bool_, 1),
+    ],
+)
+def test_integers_compare_exactly(tmp_path: Path, x: list[int], y: list[int], dtype_a: type, dtype_b: type,
+                                  max_abs: int) -> None:
+    a = _save(tmp_path / "a.safetensors", {"t": np.array(x, dtype_a)})
+    b = _save(tmp_path / "b.safetensors", {"t": np.array(y, dtype_b)})
+    for args in ([], ["--rtol", "0", "--atol", "0"]):
+        r = run_cli("diff", a, b, "--values", "--json", *args)
+        v = json.loads(r.out)["values"][0]
+        assert r.code == 1, args
+        assert v["differing"] == 1 and v["max_abs_diff"] == max_abs and type(v["max_abs_diff"]) is int, (args, v)
+    text = run_cli("diff", a, b, "--rtol", "0", "--atol", "0").out
+    assert f"max_abs_diff {max_abs}  " in text and "result: different" in text
+
+
+def test_integer_tolerances_and_cosine_of_huge_values(tmp_path: Path) -> None:
+    a = _save(tmp_path / "a.safetensors", {"i": np.array([100, 2**62], np.int64), "f": np.array([1e300, -2e300])})
+    b = _save(tmp_path / "b.safetensors", {"i": np.array([101, 2**62], np.int64), "f": np.array([1e300, -2e300])})
+    by = {v.name: v for v in compute_diff(str(a), str(b), atol=1.0).values or []}
+    assert by["i"].differing == 0 and by["i"].max_abs_diff == 1
+    assert [v.differing for v in compute_diff(str(a), str(b), atol=0.5).values or []] == [0, 1]  # f, i
+    assert by["f"].cosine_similarity == pytest.approx(1.0)  # finite, though the squares overflow float64
+
+
+def test_infinities_of_opposite_sign_are_inf_in_json(tmp_path: Path) -> None:
+    a = _save(tmp_path / "a.safetensors", {"t": np.array([np.inf, 1.0, np.nan]), "u": np.array([np.nan])})
+    b = _save(tmp_path / "b.safetensors", {"t": np.array([-np.inf, 1.0, np.nan]), "u": np.array([2.0])})
+    for args in (["--values"], ["--atol", "0"]):
+        values = {v["name"]: v for v in json.loads(run_cli("diff", a, b, "--json", *args).out)["values"]}
+        assert values["t"]["max_abs_diff"] == "inf" and values["t"]["differing"] == 1, args
+        assert values["u"]["max_abs_diff"] == "inf", args

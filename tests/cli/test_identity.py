@@ -8,7 +8,8 @@ from pathlib import Path
 
 import numpy as np
 
-from pysafetensors.cli.identity import canonical_form, compute_id, structural_id
+from pysafetensors.tools.identity import canonical_form, structural_id
+from pysafetensors.tools.identity import identify as compute_id
 
 from .conftest import run_cli
 

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import numpy as np
 
-from pysafetensors.cli.inspect import compute_inspect, render_inspect
+from pysafetensors.cli.inspect import render_inspect
+from pysafetensors.tools.summary import summarize as compute_inspect
 
 from .conftest import run_cli, sample_tensors
 
@@ -103,3 +104,42 @@ def test_sharded_directory_input(sample: Path, tmp_path: Path) -> None:
     assert len(many["files"]) > 1
     idx = json.loads(run_cli("inspect", tmp_path / "s" / "model.safetensors.index.json", "--json").out)
     assert idx["parameter_count"] == one["parameter_count"]
+
+
+def test_sharded_metadata_is_the_index_and_disagreements_are_named(tmp_path: Path) -> None:
+    from pysafetensors import safe_open
+    from pysafetensors.numpy import save_sharded
+    from pysafetensors.tools.metadata import edit_metadata
+
+    arrays = {f"t{i}": np.full(64, i, np.float32) for i in range(4)}
+    save_sharded(arrays, tmp_path, max_shard_size="600B", metadata={"author": "me"})
+    shards = sorted(p.name for p in tmp_path.glob("*.safetensors"))
+    assert len(shards) >= 2
+    with safe_open(str(tmp_path), "np") as f:
+        index_meta = f.metadata()
+    data = json.loads(run_cli("inspect", tmp_path, "--json").out)
+    assert data["metadata"] == index_meta and set(index_meta) == {"author", "total_size"}
+    assert data["shard_metadata"] == [{"files": shards, "metadata": {"author": "me"}}]
+    assert data["metadata_disagreements"] == []
+    text = run_cli("inspect", tmp_path).out
+    assert "metadata: (from the index)" in text and "disagree" not in text
+    got = json.loads(run_cli("metadata", tmp_path / "model.safetensors.index.json", "get", "--json").out)
+    assert got["metadata"] == index_meta and got["metadata_disagreements"] == []
+    assert run_cli("metadata", tmp_path, "get", "total_size").out == index_meta["total_size"] + "\n"
+
+    # One shard's header says otherwise: inspect and metadata get say where.
+    edit_metadata(str(tmp_path / shards[-1]), "set", {"author": "someone else", "extra": "1"})
+    data = json.loads(run_cli("inspect", tmp_path, "--json").out)
+    assert data["metadata"] == index_meta  # still the index's
+    assert [g["files"] for g in data["shard_metadata"]] == [shards[:-1], shards[-1:]]
+    by_key = {d["key"]: d for d in data["metadata_disagreements"]}
+    assert by_key["author"]["index"] == "me" and by_key["author"]["shards"][shards[-1]] == "someone else"
+    assert by_key["extra"]["index"] is None and by_key["extra"]["shards"][shards[0]] is None
+    text = run_cli("inspect", tmp_path).out
+    assert f"! shard headers disagree on author: index 'me', {shards[0]} 'me'" in text
+    assert f"{shards[-1]} 'someone else'" in text
+    listing = run_cli("metadata", tmp_path, "get").out
+    assert "author: me\n" in listing and "! shard headers disagree on extra:" in listing
+    # Single files have no shard sections.
+    single = json.loads(run_cli("inspect", tmp_path / shards[0], "--json").out)
+    assert single["shard_metadata"] is None and single["metadata_disagreements"] is None

@@ -190,3 +190,40 @@ def test_unreadable_input_exits_2_with_one_line(args: list[str], tmp_path: Path)
     assert r.code == 2, r.err
     assert r.out == ""
     assert len(r.err.strip().splitlines()) == 1 and r.err.startswith("pysafetensors")
+
+
+def test_closed_stdout_is_a_clean_error(sample: Path) -> None:
+    env = {**os.environ, "PYTHONPATH": str(SRC)}
+    p = subprocess.run(["bash", "-c", f'"{sys.executable}" -m pysafetensors inspect "{sample}" >&-'],
+                       capture_output=True, text=True, env=env, timeout=120, check=False)
+    assert p.returncode == 2
+    assert p.stderr == "pysafetensors: error: standard output is closed; nowhere to write the result\n"
+
+
+def test_pipe_input_is_read(sample: Path) -> None:
+    data = sample.read_bytes()
+    env = {**os.environ, "PYTHONPATH": str(SRC)}
+
+    def run(*args: str, stdin: bytes = data) -> subprocess.CompletedProcess[bytes]:
+        return subprocess.run([sys.executable, "-m", "pysafetensors", *args], input=stdin, capture_output=True,
+                              env=env, timeout=120, check=False)
+
+    p = run("inspect", "/dev/stdin", "--json")
+    assert p.returncode == 0, p.stderr
+    piped = json.loads(p.stdout)
+    local = json.loads(run_cli("inspect", sample, "--json").out)
+    assert {**piped, "path": None} == {**local, "path": None} and piped["file_size"] == len(data)
+    p = run("id", "/dev/stdin", "--content", "--json")
+    assert json.loads(p.stdout)["content_sha256"] == json.loads(run_cli("id", sample, "--content", "--json").out)[
+        "content_sha256"]
+    for stdin, what in ((data[:-3], "truncated"), (data + b"xyz", "trailing"), (b"", "empty")):
+        p = run("inspect", "/dev/stdin", stdin=stdin)
+        assert p.returncode == 2 and p.stderr.count(b"\n") == 1 and b"/dev/stdin" in p.stderr, what
+
+
+def test_fifo_without_writer_does_not_hang(tmp_path: Path) -> None:
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    r = run_cli("inspect", fifo)  # opened non-blocking: no writer reads as empty
+    assert r.code == 2 and str(fifo) in r.err and "header too small" in r.err
+

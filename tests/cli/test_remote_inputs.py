@@ -19,8 +19,8 @@ import numpy as np
 import pytest
 from servers import RangeServer
 
-from pysafetensors.cli import _common
 from pysafetensors.numpy import load_file, save_sharded
+from pysafetensors.tools import _chunks
 
 from .conftest import SAMPLE_METADATA, run_cli, sample_tensors
 
@@ -98,13 +98,28 @@ def test_http_and_memory_match_local(
 def test_sharded_directory_and_index_url_match_local(
     command: tuple[str, ...], local: dict[str, Path], server: RangeServer
 ) -> None:
-    # Shards carry the source metadata, so the logical checkpoint has the same structural ID and
-    # statistics as the single file (id --content hashes the shards' data regions: left out).
-    # Stats come shard by shard (file order), so they are compared per tensor.
+    # The same tensors, so the same statistics and per-tensor hashes as the single file; the
+    # structural ID hashes the checkpoint's metadata, which for a sharded checkpoint is the
+    # index's (the single file's plus total_size). id --content hashes the shards' data
+    # regions: left out. Stats come shard by shard (file order), so they are compared per tensor.
     name, *rest = command
     rest = [a for a in rest if a != "--content"]
     expected = cli_json(name, local["single"], *rest)
     assert len(list(local["sharded"].glob("*.safetensors"))) >= 2
+    if name == "id":
+        from pysafetensors.tools.identity import PREFIX, structural_id
+
+        header = json.loads(local["single"].read_bytes()[8 : 8 + int.from_bytes(local["single"].read_bytes()[:8], "little")])
+        specs = [(k, v["dtype"], v["shape"], v["data_offsets"][1] - v["data_offsets"][0])
+                 for k, v in header.items() if k != "__metadata__"]
+        from pysafetensors.format.index import CHECKPOINT_ID_KEY
+
+        index_meta = json.loads((local["sharded"] / "model.safetensors.index.json").read_text())["metadata"]
+        assert CHECKPOINT_ID_KEY in index_meta  # bookkeeping of the save, left out of what readers show
+        index_meta.pop(CHECKPOINT_ID_KEY)
+        digest = structural_id({k: str(v) for k, v in index_meta.items()}, specs)
+        assert set(index_meta) == {*SAMPLE_METADATA, "total_size"}
+        expected[1].update(id=PREFIX + digest[:8], sha256=digest)
     for where in (local["sharded"], server.url("sharded/model.safetensors.index.json")):
         got = cli_json(name, where, *rest)
         assert got[0] == 0
@@ -125,11 +140,19 @@ def test_sharded_inspect_and_validate_over_http(local: dict[str, Path], server: 
 
 
 def test_diff_values_across_kinds_of_input(local: dict[str, Path], server: RangeServer, memory_url: str) -> None:
-    for other in (server.url("model.safetensors"), memory_url, local["sharded"],
-                  server.url("sharded/model.safetensors.index.json")):
+    for other in (server.url("model.safetensors"), memory_url):
         code, r = cli_json("diff", local["single"], other, "--values")
         assert code == 0 and r["same"], other
         assert len(r["values"]) == len(tensors())
+    # A sharded checkpoint's metadata is its index's: the same as the file's plus total_size,
+    # which diff reports; every tensor and value is the same.
+    total = str(json.loads((local["sharded"] / "model.safetensors.index.json").read_text())["metadata"]["total_size"])
+    assert total == str(local["single"].stat().st_size - 8 - int.from_bytes(local["single"].read_bytes()[:8], "little"))
+    for other in (local["sharded"], server.url("sharded/model.safetensors.index.json")):
+        code, r = cli_json("diff", local["single"], other, "--values")
+        assert code == 1 and r["metadata_added"] == {"total_size": total}, other
+        assert not (r["metadata_removed"] or r["metadata_changed"] or r["tensors_added"] or r["tensors_removed"])
+        assert len(r["values"]) == len(tensors()) and not any(v["differing"] for v in r["values"])
 
 
 def same_stats(a: dict[str, Any], b: dict[str, Any]) -> bool:
@@ -160,7 +183,7 @@ def test_stats_over_http_reads_chunks_by_range_once(
     local: dict[str, Path], server: RangeServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     size = local["single"].stat().st_size
-    monkeypatch.setattr(_common, "CHUNK_ELEMENTS", 16 * 1024)  # 64 KiB of float32 per chunk
+    monkeypatch.setattr(_chunks, "CHUNK_ELEMENTS", 16 * 1024)  # 64 KiB of float32 per chunk
     server.reset_log()
     code, remote = cli_json("stats", server.url("model.safetensors"))
     assert code == 0

@@ -8,15 +8,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pysafetensors.cli import _common
-from pysafetensors.cli.stats import compute_stats
+from pysafetensors.tools import _chunks
+from pysafetensors.tools.stats import file_stats as compute_stats
 
 from .conftest import run_cli, sample_tensors
 
 
 def _expected(a: np.ndarray) -> dict:
-    if np.iscomplexobj(a):
-        x = np.abs(a).astype(np.float64).ravel()
+    if np.iscomplexobj(a):  # magnitudes computed in complex128 (no float32 rounding or overflow)
+        x = np.abs(a.astype(np.complex128)).ravel()
     else:
         x = a.astype(np.float64).ravel()
     finite = x[np.isfinite(x)]
@@ -52,7 +52,7 @@ def test_chunked_equals_whole(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
     path = tmp_path / "c.safetensors"
     save_file(t, str(path))
     whole = compute_stats(str(path))
-    monkeypatch.setattr(_common, "CHUNK_ELEMENTS", 8)
+    monkeypatch.setattr(_chunks, "CHUNK_ELEMENTS", 8)
     chunked = compute_stats(str(path))
     for w, c in zip(whole.tensors, chunked.tensors):
         assert (w.min, w.max, w.nan, w.inf, w.zeros) == (c.min, c.max, c.nan, c.inf, c.zeros)
@@ -95,13 +95,13 @@ def test_memory_is_bounded_by_the_chunk_not_the_tensor(tmp_path: Path, monkeypat
     """stats and diff --values allocate per chunk: peak numpy memory stays far below the tensor size."""
     import tracemalloc
 
-    from pysafetensors.cli.diff import compute_diff
     from pysafetensors.numpy import save_file
+    from pysafetensors.tools.diff import diff_files as compute_diff
 
     n = 4 << 20  # a 16 MB float32 tensor
     path = tmp_path / "big.safetensors"
     save_file({"t": np.arange(n, dtype=np.float32)}, str(path))
-    monkeypatch.setattr(_common, "CHUNK_ELEMENTS", 1 << 16)  # 64K elements: ~0.5 MB float64 copies
+    monkeypatch.setattr(_chunks, "CHUNK_ELEMENTS", 1 << 16)  # 64K elements: ~0.5 MB float64 copies
     for run in (lambda: compute_stats(str(path)), lambda: compute_diff(str(path), str(path), values=True)):
         tracemalloc.start()
         try:
@@ -110,3 +110,43 @@ def test_memory_is_bounded_by_the_chunk_not_the_tensor(tmp_path: Path, monkeypat
         finally:
             tracemalloc.stop()
         assert peak < 8 << 20, peak  # whole-tensor float64 copies would be 32 MB each
+
+
+def test_finite_data_gives_finite_results(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import ml_dtypes
+
+    from pysafetensors.numpy import save_file
+
+    path = tmp_path / "huge.safetensors"
+    tiny = np.full(5, 3e-300)
+    save_file({"a": np.array([1e200, -1e200]), "b": np.concatenate([tiny, [1.5e308, -1.5e308]]),
+               "c": np.array([3e38 + 3e38j, 0], np.complex64), "t": tiny,
+               "bf": np.array([3e38, -3e38], ml_dtypes.bfloat16)}, str(path))
+    for chunk in (None, 2):  # whole, and chunks whose scale grows from 3e-300 to 1.5e308
+        if chunk:
+            monkeypatch.setattr(_chunks, "CHUNK_ELEMENTS", chunk)
+        by = {s.name: s for s in compute_stats(str(path)).tensors}
+        assert by["a"].mean == 0.0 and by["a"].std == 1e200
+        b = np.concatenate([tiny, [1.5e308, -1.5e308]])
+        assert by["b"].std == pytest.approx(1.5e308 * np.sqrt(2 / 7), rel=1e-12)
+        assert by["b"].mean == pytest.approx(b[:5].sum() / 7, rel=1e-6, abs=1e-290)
+        assert by["t"].mean == pytest.approx(3e-300, rel=1e-12) and by["t"].std == pytest.approx(0.0, abs=1e-310)
+        assert by["c"].max == pytest.approx(abs(complex(3e38, 3e38)), rel=1e-6) and by["c"].inf == 0
+        bf = float(np.array(3e38, ml_dtypes.bfloat16).astype(np.float64))
+        assert by["bf"].std == pytest.approx(bf)
+
+
+def test_no_warning_reaches_stderr(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    from pysafetensors.numpy import save_file
+
+    path = tmp_path / "huge.safetensors"
+    save_file({"a": np.array([1e200, -1e200]), "n": np.array([np.nan, np.inf, 1.0], np.float16)}, str(path))
+    src = Path(__file__).resolve().parents[2] / "src"
+    p = subprocess.run([sys.executable, "-W", "default", "-m", "pysafetensors", "stats", str(path), "--json"],
+                       capture_output=True, text=True, timeout=120, check=False, env={"PYTHONPATH": str(src)})
+    assert p.returncode == 0 and p.stderr == ""
+    a = next(t for t in json.loads(p.stdout)["tensors"] if t["name"] == "a")
+    assert a["std"] == 1e200

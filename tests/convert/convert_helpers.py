@@ -105,3 +105,54 @@ def torch_pickle(obj: Any, storages: dict[int, tuple[Any, str, int]]) -> bytes:
 
 def f32(values: list[float]) -> bytes:
     return np.asarray(values, dtype="<f4").tobytes()
+
+
+def deflated_zeros(prefix: bytes, zeros: int, suffix: bytes = b"") -> tuple[bytes, int, int]:
+    """A raw deflate stream of ``prefix + bytes(zeros) + suffix`` built in milliseconds:
+    (stream, inflated size, CRC-32).  Once the window holds only zeros, every fully flushed
+    MiB of zeros compresses to the same ~1 KB, so the middle is one block repeated; the CRC
+    is still computed over every inflated byte."""
+    import zlib
+
+    mib = 1 << 20
+    assert zeros % mib == 0 and zeros >= 3 * mib
+    chunk = bytes(mib)
+    co = zlib.compressobj(9, zlib.DEFLATED, -15)
+    first = co.compress(prefix + chunk) + co.flush(zlib.Z_FULL_FLUSH)
+    middle = co.compress(chunk) + co.flush(zlib.Z_FULL_FLUSH)
+    again = co.compress(chunk) + co.flush(zlib.Z_FULL_FLUSH)
+    assert again == middle  # the repeat the construction relies on
+    last = co.compress(chunk + suffix) + co.flush(zlib.Z_FINISH)
+    stream = first + middle * (zeros // mib - 2) + last
+    crc = zlib.crc32(prefix)
+    for _ in range(zeros // mib):
+        crc = zlib.crc32(chunk, crc)
+    crc = zlib.crc32(suffix, crc)
+    return stream, len(prefix) + zeros + len(suffix), crc
+
+
+def write_zip(path: Any, members: list[tuple[str, bytes, int, int, int]]) -> int:
+    """Write a zip archive by hand from (name, payload, method, inflated size, crc) members,
+    payloads as given (already deflated for method 8); returns the file size."""
+    import struct
+
+    out, central = bytearray(), bytearray()
+    for name, payload, method, size, crc in members:
+        encoded = name.encode()
+        offset = len(out)
+        out += struct.pack("<4sHHHHHIIIHH", b"PK\x03\x04", 20, 0, method, 0, 0, crc, len(payload), size,
+                           len(encoded), 0) + encoded + payload
+        central += struct.pack("<4sHHHHHHIIIHHHHHII", b"PK\x01\x02", 20, 20, 0, method, 0, 0, crc,
+                               len(payload), size, len(encoded), 0, 0, 0, 0, 0, offset) + encoded
+    start = len(out)
+    out += central + struct.pack("<4sHHHHIIH", b"PK\x05\x06", 0, 0, len(members), len(members),
+                                 len(central), start, 0)
+    with open(path, "wb") as f:
+        f.write(out)
+    return len(out)
+
+
+def stored(name: str, payload: bytes) -> tuple[str, bytes, int, int, int]:
+    import zlib
+
+    return name, payload, 0, len(payload), zlib.crc32(payload)

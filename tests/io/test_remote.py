@@ -327,7 +327,7 @@ def test_keep_alive_connections_are_reused(server: RangeServer, tensors: dict[st
         for i in range(20):
             np.testing.assert_array_equal(f.get_slice("big")[i * 40 : i * 40 + 3], tensors["big"][i * 40 : i * 40 + 3])
     assert server.log.requests >= 15  # the first rows come with the prefix
-    assert len(server.connections) <= 2  # the first (urllib) connection, then one kept alive
+    assert len(server.connections) == 1  # every request on one kept-alive connection
 
 
 def test_expired_signed_redirect_is_resolved_again(blob: bytes, tensors: dict[str, np.ndarray]) -> None:

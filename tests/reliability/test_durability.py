@@ -11,11 +11,11 @@ import pytest
 from _reliability_helpers import run_python
 
 import pysafetensors
+from pysafetensors import open_writer
 from pysafetensors.errors import WriteError
 from pysafetensors.io import sinks
 from pysafetensors.io.sinks import AtomicFileSink, default_durable
 from pysafetensors.numpy import load_file, save_file, save_sharded
-from pysafetensors.writer import open_writer
 
 TENSORS = {"a": np.arange(1000, dtype=np.float32), "b": np.ones((3, 4), np.int64)}
 

@@ -13,6 +13,7 @@ from _reliability_helpers import run_python
 from pysafetensors import safe_open
 from pysafetensors.errors import SourceError
 from pysafetensors.io.fstype import default_backend, filesystem_type, is_network_fs, parse_mountinfo
+from pysafetensors.io.sources import MmapSource, PreadSource
 from pysafetensors.numpy import save_file
 
 TRUNCATE_THEN_TOUCH = r"""
@@ -103,16 +104,47 @@ def test_later_mount_over_the_same_point_wins() -> None:
 
 
 def test_safe_open_defaults_to_pread_on_a_network_filesystem(big: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    from pysafetensors import handle
-
-    monkeypatch.setattr(handle, "default_backend", lambda path: "pread")
+    # A mount table that puts the file's directory on NFS (PYSAFETENSORS_MOUNTINFO; the
+    # routing tests in tests/read/test_backend_routing.py cover every other loader).
+    table = os.path.join(os.path.dirname(big), "mountinfo")
+    with open(table, "w") as f:
+        f.write(MOUNTINFO + f"50 22 0:60 / {os.path.dirname(big)} rw - nfs4 server:/x rw\n")
+    monkeypatch.setenv("PYSAFETENSORS_MOUNTINFO", table)
     with safe_open(big, framework="np") as f:
-        assert f._backend == "pread"
+        assert isinstance(f._file.source, PreadSource)
         assert f.get_tensor("big").flags.writeable  # pread arrays are fresh memory
     with safe_open(big, framework="np", backend="mmap") as f:  # an explicit choice is kept
-        assert f._backend == "mmap"
+        assert isinstance(f._file.source, MmapSource)
 
 
 def test_safe_open_on_this_machine_uses_the_detected_default(big: str) -> None:
     with safe_open(big, framework="np") as f:
-        assert f._backend == default_backend(big)
+        expected = MmapSource if default_backend(big) == "mmap" else PreadSource
+        assert type(f._file.source) is expected
+
+
+def _fds() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+@pytest.mark.parametrize("backend", ["mmap", "pread"])
+def test_one_descriptor_per_open_handle(big: str, backend: str) -> None:
+    """An open handle holds one file descriptor (for mmap, the one the map keeps), and none
+    once it is closed and no tensor views its map any more."""
+    before = _fds()
+    f = safe_open(big, framework="np", backend=backend)
+    assert _fds() == before + 1
+    arr = f.get_tensor("big")
+    assert _fds() == before + 1
+    f.close()
+    # A view of the map keeps the map, and with it the map's descriptor, until it goes.
+    assert _fds() == before + (backend == "mmap")
+    assert float(arr.sum()) == 256 * 1024.0  # tensors outlive the handle
+    del arr
+    assert _fds() == before
+    with safe_open(big, framework="np", backend=backend) as g:
+        assert g.keys() == ["big"]
+    assert _fds() == before
+    h = safe_open(big, framework="np", backend=backend)
+    del h  # never closed: collected, its descriptor goes too
+    assert _fds() == before

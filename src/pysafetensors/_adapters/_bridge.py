@@ -18,7 +18,7 @@ from .._device import Device
 from ..errors import InvalidDevice, UnsupportedDtype
 from ..format.dtypes import DType
 from ..format.slicing import plan_slice
-from ..reader import RawTensor, SafeFile
+from ..reader import RawTensor, TensorFile
 from ..writer import WriteItem
 from . import numpy as np_adapter
 
@@ -63,7 +63,7 @@ def array_of(raw: RawTensor) -> np.ndarray:
     return arr
 
 
-def slice_raw(file: SafeFile, name: str, index: Any) -> RawTensor:
+def slice_raw(file: TensorFile, name: str, index: Any) -> RawTensor:
     """Only the bytes ``index`` selects, with upstream's non-torch slicing rules."""
     info = file.info(name)
     return file.raw_slice(name, plan_slice(info.shape, info.dtype, index, name=name))

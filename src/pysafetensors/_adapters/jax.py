@@ -19,7 +19,7 @@ from .._device import Device
 from .._optional import require
 from ..errors import SerializeError
 from ..format.dtypes import DType
-from ..reader import RawTensor, SafeFile
+from ..reader import RawTensor, TensorFile
 from ..writer import WriteItem
 from . import _bridge
 
@@ -82,7 +82,7 @@ def from_raw(raw: RawTensor, device: Device) -> Any:
     return from_numpy(_bridge.np_adapter.to_numpy(raw), raw.dtype, raw.name)
 
 
-def get_slice(file: SafeFile, name: str, index: Any, device: Device) -> Any:
+def get_slice(file: TensorFile, name: str, index: Any, device: Device) -> Any:
     check_dtype(file.info(name).dtype, name)
     return from_raw(_bridge.slice_raw(file, name, index), device)
 

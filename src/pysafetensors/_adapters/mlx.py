@@ -17,8 +17,8 @@ import numpy as np
 from .._device import Device
 from .._optional import require
 from ..errors import SerializeError, UnsupportedDtype
-from ..format.dtypes import DType, all_dtypes
-from ..reader import RawTensor, SafeFile
+from ..format.dtypes import DType, reverse_table
+from ..reader import RawTensor, TensorFile
 from ..writer import WriteItem
 from . import _bridge
 
@@ -54,17 +54,18 @@ def from_raw(raw: RawTensor, device: Device) -> Any:
     return from_numpy(_bridge.np_adapter.to_numpy(raw), raw.dtype, raw.name)
 
 
-def get_slice(file: SafeFile, name: str, index: Any, device: Device) -> Any:
+def get_slice(file: TensorFile, name: str, index: Any, device: Device) -> Any:
     check_dtype(file.info(name).dtype, name)
     return from_raw(_bridge.slice_raw(file, name, index), device)
 
 
 @cache
+def _reverse() -> dict[Any, DType]:
+    return reverse_table(mlx_dtype)
+
+
 def _format_dtype(mdt: Any) -> DType | None:
-    for d in all_dtypes():
-        if mlx_dtype(d) is not None and mlx_dtype(d) == mdt:
-            return d
-    return None
+    return _reverse().get(mdt)
 
 
 def to_numpy(obj: Any, name: str) -> np.ndarray:

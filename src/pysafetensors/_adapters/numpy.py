@@ -10,6 +10,7 @@ F4 puts the first element in the low nibble (as torch's float4_e2m1fn_x2 does) a
 from __future__ import annotations
 
 import importlib
+import warnings
 from functools import cache
 from typing import Any
 
@@ -17,9 +18,9 @@ import numpy as np
 
 from .._device import Device
 from ..errors import InvalidDevice, SerializeError, UnsupportedDtype, UnsupportedShape
-from ..format.dtypes import DType, all_dtypes
+from ..format.dtypes import DType, reverse_table
 from ..format.slicing import plan_slice
-from ..reader import RawTensor, SafeFile, check_representable
+from ..reader import RawTensor, TensorFile, check_representable
 from ..writer import WriteItem
 
 _MAX_NDIM = 64 if int(np.__version__.split(".")[0]) >= 2 else 32  # numpy's NPY_MAXDIMS
@@ -36,27 +37,34 @@ def numpy_dtype(dtype: DType) -> np.dtype:
 
 
 @cache
-def _reverse() -> dict[np.dtype, DType]:
-    table: dict[np.dtype, DType] = {}
-    for d in all_dtypes():
-        nd = numpy_dtype(d)
-        table[nd.newbyteorder("=")] = d
-        table[nd.newbyteorder(">") if nd.itemsize > 1 else nd] = d
-        table[nd] = d
-    return table
+def _reverse() -> dict[Any, DType]:
+    return reverse_table(numpy_dtype)
+
+
+def _lookup(np_dtype: np.dtype) -> DType | None:
+    # The table holds little-endian dtypes; a native or big-endian one is looked up as such.
+    return _reverse().get(np_dtype.newbyteorder("<") if np_dtype.byteorder in "=>" else np_dtype)
+
+
+def format_dtype(value: Any) -> DType | None:
+    """The format dtype of a numpy dtype or scalar type (ml_dtypes ones included), or None."""
+    try:
+        return _lookup(np.dtype(value))
+    except TypeError:
+        return None
 
 
 def dtype_of(array: np.ndarray, name: str = "") -> DType:
     """The format dtype of a numpy array (any byte order)."""
-    try:
-        return _reverse()[array.dtype]
-    except KeyError:
+    found = _lookup(array.dtype)
+    if found is None:
         raise UnsupportedDtype(
             f'Unknown dtype "{array.dtype.name}". (tensor {name!r}: numpy dtype {array.dtype} has no '
             "safetensors equivalent)",
             tensor=name,
             dtype=str(array.dtype),
-        ) from None
+        )
+    return found
 
 
 def check_device(device: Device) -> None:
@@ -152,13 +160,13 @@ def from_raw(raw: RawTensor, device: Device) -> np.ndarray:
     return to_numpy(raw)
 
 
-def slice_numpy(file: SafeFile, name: str, index: Any) -> np.ndarray:
+def slice_numpy(file: TensorFile, name: str, index: Any) -> np.ndarray:
     info = file.info(name)
     plan = plan_slice(info.shape, info.dtype, index, name=name)
     return to_numpy(file.raw_slice(name, plan))
 
 
-def get_slice(file: SafeFile, name: str, index: Any, device: Device) -> np.ndarray:
+def get_slice(file: TensorFile, name: str, index: Any, device: Device) -> np.ndarray:
     return slice_numpy(file, name, index)
 
 
@@ -179,6 +187,11 @@ def little_endian_bytes(array: np.ndarray, dtype: DType) -> np.ndarray:
 
 
 def to_write_item(name: str, obj: Any) -> WriteItem:
+    """A numpy array (or scalar) as a WriteItem.
+
+    Subclasses are written as their base ndarray: a masked array's data is saved and its mask
+    is not (as upstream saves it), with a warning when anything is masked.
+    """
     if not isinstance(obj, np.ndarray):
         if isinstance(obj, np.generic):
             obj = np.asarray(obj)
@@ -186,6 +199,15 @@ def to_write_item(name: str, obj: Any) -> WriteItem:
             raise SerializeError(
                 f"tensor {name!r}: expected a numpy.ndarray, got {type(obj).__name__}", tensor=name
             )
+    if type(obj) is not np.ndarray:
+        if isinstance(obj, np.ma.MaskedArray) and np.ma.is_masked(obj):
+            warnings.warn(
+                f"tensor {name!r}: a masked array is saved as its data; the mask "
+                f"({int(np.ma.count_masked(obj))} masked element(s)) is not saved",
+                UserWarning,
+                stacklevel=4,
+            )
+        obj = obj.view(np.ndarray)  # the same memory, as a plain array
     dtype = dtype_of(obj, name)
     array = obj
     return WriteItem(name, dtype, tuple(array.shape), lambda: little_endian_bytes(array, dtype))

@@ -17,8 +17,8 @@ import numpy as np
 from .._device import Device
 from .._optional import require
 from ..errors import InvalidDevice, SerializeError, UnsupportedDtype
-from ..format.dtypes import DType, all_dtypes
-from ..reader import RawTensor, SafeFile
+from ..format.dtypes import DType, reverse_table
+from ..reader import RawTensor, TensorFile
 from ..writer import WriteItem
 from . import _bridge
 
@@ -79,7 +79,7 @@ def check_device(device: Device) -> None:
 
 def _share(arr: np.ndarray, dtype: DType) -> Any:
     target = paddle_dtype(dtype)
-    if _bits_only(dtype):
+    if not dtype.dlpack_native:  # bfloat16, float8: ml_dtypes types DLPack cannot name
         # ml_dtypes types cannot cross DLPack: send the bits as a signed int (paddle has no
         # view kernel from uint16, its legacy bfloat16 alias), reinterpret in paddle.
         t = paddle.utils.dlpack.from_dlpack(arr.view(f"i{arr.dtype.itemsize}").__dlpack__())
@@ -114,7 +114,7 @@ def from_raw(raw: RawTensor, device: Device) -> Any:
     return from_numpy(_bridge.array_of(raw), raw.dtype, raw.name, device)
 
 
-def get_slice(file: SafeFile, name: str, index: Any, device: Device) -> Any:
+def get_slice(file: TensorFile, name: str, index: Any, device: Device) -> Any:
     check_dtype(file.info(name).dtype, name)
     return from_raw(_bridge.slice_raw(file, name, index), device)
 
@@ -122,17 +122,13 @@ def get_slice(file: SafeFile, name: str, index: Any, device: Device) -> Any:
 # --- writing ------------------------------------------------------------------------------
 
 
-def _bits_only(dtype: DType) -> bool:
-    """bfloat16 and float8: ml_dtypes types that DLPack cannot name."""
-    return dtype.kind == "float" and dtype.code not in ("F16", "F32", "F64")
-
-
 @cache
+def _reverse() -> dict[Any, DType]:
+    return reverse_table(paddle_dtype)
+
+
 def _format_dtype(pdt: Any) -> DType | None:
-    for d in all_dtypes():
-        if paddle_dtype(d) is not None and paddle_dtype(d) == pdt:
-            return d
-    return None
+    return _reverse().get(pdt)
 
 
 def to_numpy(obj: Any, name: str) -> np.ndarray:
@@ -155,7 +151,7 @@ def to_numpy(obj: Any, name: str) -> np.ndarray:
     np_dtype = _bridge.np_adapter.numpy_dtype(dtype).newbyteorder("=")
     if t.size == 0:
         return np.empty(t.shape, dtype=np_dtype)
-    if _bits_only(dtype):
+    if not dtype.dlpack_native:  # bfloat16, float8: ml_dtypes types DLPack cannot name
         # DLPack carries the bits as a same-size signed int (paddle's uint16 doubles as its
         # legacy bfloat16, so signed ints are the unambiguous choice).
         if not t.is_contiguous():

@@ -18,15 +18,12 @@ from .._device import Device
 from .._optional import require
 from ..errors import SerializeError
 from ..format.dtypes import DType
-from ..reader import RawTensor, SafeFile
+from ..reader import RawTensor, TensorFile
 from ..writer import WriteItem
 from . import _bridge
 
 NAME = "tensorflow"
 tf = require("tensorflow", "tensorflow")
-
-_DLPACK_KINDS = ("bool", "int", "uint", "complex")
-
 
 @cache
 def tf_dtype(dtype: DType) -> Any:
@@ -46,14 +43,10 @@ def check_device(device: Device) -> None:
     _bridge.cpu_only(device, NAME)
 
 
-def _dlpack_ok(dtype: DType) -> bool:
-    return dtype.kind in _DLPACK_KINDS or dtype.code in ("F16", "F32", "F64")
-
-
 def from_numpy(arr: np.ndarray, dtype: DType, name: str = "") -> Any:
     check_dtype(dtype, name)
     if _bridge.shareable(arr):
-        if _dlpack_ok(dtype):
+        if dtype.dlpack_native:
             return tf.experimental.dlpack.from_dlpack(arr.__dlpack__())
         if dtype.code == "BF16":
             # numpy cannot export ml_dtypes types through DLPack; the bits cross as uint16.
@@ -68,7 +61,7 @@ def from_raw(raw: RawTensor, device: Device) -> Any:
     return from_numpy(_bridge.array_of(raw), raw.dtype, raw.name)
 
 
-def get_slice(file: SafeFile, name: str, index: Any, device: Device) -> Any:
+def get_slice(file: TensorFile, name: str, index: Any, device: Device) -> Any:
     check_dtype(file.info(name).dtype, name)
     return from_raw(_bridge.slice_raw(file, name, index), device)
 

@@ -9,9 +9,9 @@ from typing import Any
 from .._device import Device
 from .._optional import require
 from ..errors import InvalidDevice, MisalignedSubByte, SerializeError, UnsupportedDtype, UnsupportedShape
-from ..format.dtypes import DType, all_dtypes
+from ..format.dtypes import DType, reverse_table
 from ..format.slicing import plan_slice
-from ..reader import RawTensor, SafeFile, check_representable
+from ..reader import RawTensor, TensorFile, check_representable
 from ..writer import WriteItem
 
 _INT64_MAX = (1 << 63) - 1
@@ -33,12 +33,12 @@ def torch_dtype(dtype: DType) -> Any:
 
 @cache
 def _reverse() -> dict[Any, DType]:
-    out = {}
-    for d in all_dtypes():
-        attr = d.torch
-        if attr and getattr(torch, attr, None) is not None:
-            out[getattr(torch, attr)] = d
-    return out
+    return reverse_table(lambda d: getattr(torch, d.torch, None) if d.torch else None)
+
+
+def format_dtype(value: Any) -> DType | None:
+    """The format dtype of a torch dtype, or None."""
+    return _reverse().get(value) if isinstance(value, torch.dtype) else None
 
 
 def dtype_of(tensor: Any, name: str = "") -> DType:
@@ -106,16 +106,14 @@ def torch_device(device: Device) -> Any:
 
 
 def _torch_shape(raw_dtype: DType, shape: tuple[int, ...], name: str) -> tuple[int, ...]:
-    if raw_dtype.code == "F4":
-        # float4_e2m1fn_x2 holds two F4 values per element: halve the last dimension.
-        if not shape or shape[-1] % 2:
-            raise UnsupportedDtype(
-                f"tensor {name!r}: F4 {list(shape)} has an odd last dimension, which "
-                "torch.float4_e2m1fn_x2 (two values per byte) cannot represent",
-                tensor=name,
-            )
-        return shape[:-1] + (shape[-1] // 2,)
-    return shape
+    paired = raw_dtype.paired_shape(shape)  # float4_e2m1fn_x2 holds two F4 values per element
+    if paired is None:
+        raise UnsupportedDtype(
+            f"tensor {name!r}: F4 {list(shape)} has an odd last dimension, which "
+            "torch.float4_e2m1fn_x2 (two values per byte) cannot represent",
+            tensor=name,
+        )
+    return paired
 
 
 def to_torch(raw: RawTensor) -> Any:
@@ -247,7 +245,7 @@ def _expand_ellipses(index: Any, ndim: int) -> Any:
     return tuple(out)
 
 
-def get_slice(file: SafeFile, name: str, index: Any, device: Device) -> Any:
+def get_slice(file: TensorFile, name: str, index: Any, device: Device) -> Any:
     """torch indexing rules: read only the needed bytes for ints/slices/..., else index in torch."""
     if not device.is_cpu:
         require_available(device)
@@ -257,7 +255,7 @@ def get_slice(file: SafeFile, name: str, index: Any, device: Device) -> Any:
     in_range = all(
         not isinstance(i, int) or -d <= i < d for i, d in zip(explicit, info.shape)
     ) and len(explicit) <= len(info.shape)
-    if _simple_index(index) and in_range and info.dtype.code != "F4":
+    if _simple_index(index) and in_range and not info.dtype.paired:
         plan = plan_slice(info.shape, info.dtype, index, clamp=True, name=name)
         t = to_torch(file.raw_slice(name, plan))
     else:
@@ -273,8 +271,16 @@ def get_slice(file: SafeFile, name: str, index: Any, device: Device) -> Any:
 
 
 def tensor_bytes(tensor: Any) -> Any:
-    """The bytes of a contiguous CPU tensor, as a zero-copy numpy uint8 view."""
+    """The bytes of a contiguous CPU tensor, as a zero-copy numpy uint8 view.
+
+    A conjugate or negative view (``x.conj()``, ``torch._neg_view(x)``) keeps the
+    un-negated values in memory with a lazy bit; torch refuses to view those as bytes, and the
+    raw memory holds the wrong values anyway.  Those are resolved into one copy so the file
+    holds the values the tensor shows.
+    """
     t = tensor.detach()
+    if t.is_conj() or t.is_neg():
+        t = t.resolve_conj().resolve_neg()
     if t.device.type != "cpu":
         t = t.to("cpu")
     flat = t.reshape(-1)
@@ -287,15 +293,13 @@ def to_write_item(name: str, tensor: Any) -> WriteItem:
     if not isinstance(tensor, torch.Tensor):
         raise SerializeError(f"tensor {name!r}: expected torch.Tensor, got {type(tensor).__name__}", tensor=name)
     dtype = dtype_of(tensor, name)
-    shape = tuple(tensor.shape)
-    if dtype.code == "F4":
-        if not shape:
-            # A 0-d float4_e2m1fn_x2 holds two values that no file shape could give back as 0-d;
-            # upstream refuses it too.
-            raise MisalignedSubByte(
-                "The slice is slicing for subbytes dtypes, and the slice does not end up at a byte "
-                f"boundary, this is invalid. (tensor {name!r}: a 0-d float4_e2m1fn_x2 tensor has no F4 shape)",
-                tensor=name,
-            )
-        shape = shape[:-1] + (shape[-1] * 2,)
+    shape = dtype.file_shape(tuple(tensor.shape))
+    if shape is None:
+        # A 0-d float4_e2m1fn_x2 holds two values that no file shape could give back as 0-d;
+        # upstream refuses it too.
+        raise MisalignedSubByte(
+            "The slice is slicing for subbytes dtypes, and the slice does not end up at a byte "
+            f"boundary, this is invalid. (tensor {name!r}: a 0-d float4_e2m1fn_x2 tensor has no F4 shape)",
+            tensor=name,
+        )
     return WriteItem(name, dtype, shape, lambda: tensor_bytes(tensor))

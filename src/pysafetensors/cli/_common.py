@@ -1,39 +1,66 @@
-"""Helpers shared by the commands: output, number formatting, progress bars, chunked reads."""
+"""Helpers shared by the commands: output, escaping for the terminal, number formatting, progress bars."""
 
 from __future__ import annotations
 
+import copy
 import dataclasses
-import fnmatch
 import json
 import math
 import re
 import sys
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
+from contextlib import AbstractContextManager
 from typing import Any
 
 from ..errors import MissingDependency
-from ..format.dtypes import DType
+from ..tools import Bar, Progress, to_jsonable
+from ..tools.checkpoint import matches
 
-# A chunk is at most this many elements: 2M x 8 bytes (float64 working copies) = 16 MiB per
-# array (32 MiB complex128), so the temporaries of a two-file comparison peak near 160 MiB
-# (measured, C64 --atol), under the 256 MiB bound whatever the tensor size.
-CHUNK_ELEMENTS = 1 << 21
+__all__ = ["emit", "escape_text", "matches", "progress", "progress_factory", "render_json", "terminal_safe", "to_jsonable"]
 
 
 def emit(text: str) -> None:
     sys.stdout.write(text if text.endswith("\n") or not text else text + "\n")
 
 
-def to_jsonable(obj: Any) -> Any:
-    """Dataclasses/tuples -> dicts/lists; non-finite floats -> "nan"/"inf"/"-inf" (JSON has none)."""
+# C0 controls, DEL, C1 controls, and the invisible bidi/line controls that reorder or break
+# what a terminal shows (U+202E right-to-left override makes "txt.exe" read "exe.txt").
+_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069\ufeff]")
+_NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def _escape_char(m: re.Match[str]) -> str:
+    c = m.group(0)
+    return _NAMED.get(c) or (f"\\x{ord(c):02x}" if ord(c) < 0x100 else f"\\u{ord(c):04x}")
+
+
+def escape_text(text: str) -> str:
+    """``text`` safe to print on a terminal: control and bidi characters written as escapes.
+
+    A tensor name or metadata value holding a newline can no longer forge output lines, and an
+    escape sequence (``\\x1b]0;...\\x07`` sets the window title) is shown, not obeyed.
+    """
+    return _UNSAFE.sub(_escape_char, text)
+
+
+def terminal_safe(obj: Any) -> Any:
+    """A copy of a result with every string in it (dict keys included) passed through
+    :func:`escape_text`: every text renderer starts from this, so no field is missed.
+    JSON output uses the result as it is (exact)."""
+    if isinstance(obj, str):
+        return escape_text(obj)
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        return {f.name: to_jsonable(getattr(obj, f.name)) for f in dataclasses.fields(obj) if not f.name.startswith("_")}
+        out = copy.copy(obj)
+        for f in dataclasses.fields(obj):
+            if not f.name.startswith("_"):  # private fields are never rendered
+                object.__setattr__(out, f.name, terminal_safe(getattr(obj, f.name)))  # frozen ones too
+        return out
     if isinstance(obj, dict):
-        return {str(k): to_jsonable(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [to_jsonable(v) for v in obj]
-    if isinstance(obj, float) and not math.isfinite(obj):
-        return "nan" if math.isnan(obj) else ("inf" if obj > 0 else "-inf")
+        return {terminal_safe(k): terminal_safe(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [terminal_safe(v) for v in obj]
+    if isinstance(obj, tuple):
+        return tuple(terminal_safe(v) for v in obj)
     return obj
 
 
@@ -100,11 +127,6 @@ def table(rows: Sequence[Sequence[str]], header: Sequence[str], right: Iterable[
     return "\n".join([line(header), line(["-" * w for w in widths]), *(line(r) for r in rows)])
 
 
-def matches(name: str, patterns: Sequence[str] | None) -> bool:
-    """Shell-glob match against any of ``patterns`` (None or empty: everything)."""
-    return not patterns or any(fnmatch.fnmatchcase(name, p) for p in patterns)
-
-
 class _NoBar:
     def update(self, n: int = 1) -> None:
         pass
@@ -121,7 +143,7 @@ class _NoBar:
 
 def progress(total: int, desc: str, enabled: bool, unit: str = "B") -> Any:
     """A tqdm bar on stderr when ``enabled`` and stderr is a terminal; a no-op otherwise."""
-    if not enabled or not sys.stderr.isatty():
+    if not enabled or sys.stderr is None or not sys.stderr.isatty():
         return _NoBar()
     try:
         from .._optional import require
@@ -136,25 +158,30 @@ def bar_enabled(args: Any) -> bool:
     return not getattr(args, "quiet", False)
 
 
-def iter_chunks(data: Any, dtype: DType, nelements: int, step: int | None = None) -> Iterator[Any]:
-    """The tensor's elements as flat numpy arrays of at most ``step`` elements each.
+def progress_factory(args: Any) -> Progress:
+    """The tools' progress hook for this command line: a bar unless --quiet or not a terminal."""
+    enabled = bar_enabled(args)
 
-    ``data`` is a buffer or anything sliceable by byte range (the CLI's RangedBytes reads just
-    that range from a remote source).  Each chunk views ``data[lo:hi]`` (unpacked to one code
-    per element for F4/F6), so memory stays bounded by the chunk size whatever the tensor size.
-    """
-    import numpy as np
+    def make(total: int, label: str) -> AbstractContextManager[Bar]:
+        bar: AbstractContextManager[Bar] = progress(total, label, enabled)
+        return bar
 
-    from .._adapters.numpy import numpy_dtype, unpack
+    return make
 
-    step = step or CHUNK_ELEMENTS  # read at call time so tests can shrink it
-    nd = numpy_dtype(dtype)
-    bits = dtype.bits
-    for start in range(0, nelements, step):
-        count = min(step, nelements - start)
-        lo, hi = start * bits // 8, (start + count) * bits // 8
-        piece = data[lo:hi]
-        if dtype.packed:
-            yield unpack(piece, dtype, count).view(nd)
-        else:
-            yield np.frombuffer(piece, dtype=nd)
+
+def short_text(value: str, limit: int = 200) -> str:
+    return value if len(value) <= limit else value[:limit] + f"... ({len(value)} chars)"
+
+
+def disagreement_lines(disagreements: Any) -> list[str]:
+    """One ``! shard headers disagree on KEY: ...`` line per MetadataDisagreement (escaped input)."""
+    out = []
+    for d in disagreements or []:
+        parts = ([f"index {quote_value(d.index)}"] if d.index is not None else [])
+        parts += [f"{shard} {quote_value(v)}" for shard, v in d.shards.items()]
+        out.append(f"! shard headers disagree on {d.key}: {', '.join(parts)}")
+    return out
+
+
+def quote_value(v: str | None) -> str:
+    return "(absent)" if v is None else f"'{short_text(v, 60)}'"

@@ -13,6 +13,7 @@ from typing import Any
 
 from ..convert import ConversionReport, convert_file
 from ..errors import SafetensorError, VerificationFailed
+from .main import report_error
 from .metadata import parse_assignments
 
 HELP = "convert a PyTorch checkpoint (.pt/.bin/.pth, zip or legacy) or .npy/.npz to safetensors, running no pickle code"
@@ -61,10 +62,6 @@ def render(report: ConversionReport, *, as_json: bool = False) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _one_line(exc: BaseException) -> str:
-    return " ".join((str(exc).strip() or type(exc).__name__).split())
-
-
 def run(args: argparse.Namespace) -> int:
     """0 converted, 1 verification finding, 2 error (one line on stderr)."""
     as_json = bool(getattr(args, "json", False))
@@ -74,12 +71,8 @@ def run(args: argparse.Namespace) -> int:
         )
     except VerificationFailed as e:
         sys.stdout.write(render(e.report, as_json=as_json))  # type: ignore[attr-defined]
-        print(f"pysafetensors convert: {_one_line(e)}", file=sys.stderr)
-        return 1
+        return report_error(e, finding=True)
     except (SafetensorError, OSError, ValueError) as e:
-        if getattr(args, "debug", False):
-            raise
-        print(f"pysafetensors convert: error: {_one_line(e)}", file=sys.stderr)
-        return 2
+        return report_error(e, bool(getattr(args, "debug", False)))
     sys.stdout.write(render(report, as_json=as_json))
     return 0

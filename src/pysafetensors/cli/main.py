@@ -10,26 +10,34 @@ Each command lives in its own module ``pysafetensors/cli/<module>.py`` exposing 
 ``add_parser`` may register more than one subcommand name; every name it adds is routed to
 that module's ``run``.  Pass ``parents=[common_options()]`` so ``--json/--quiet/--debug`` work
 after the subcommand too.  To add a command, append its module name to ``COMMANDS`` below -
-that is the only line to touch.  A listed module that does not exist yet (``convert`` today)
+that is the only line to touch.  A listed module that does not exist (yet)
 keeps its name reserved: the command is shown and answers "not available yet" with exit 2.
 
-Exit codes: 0 ok, 1 a finding (diff found differences, validate found problems, a key is
-missing), 2 an error (unreadable input, bad arguments).  Errors are one line on stderr; the
-traceback is shown only with ``--debug``.
+Exit codes: 0 ok, 1 a finding (diff found differences, validate found problems, ``metadata
+get`` of a missing key), 2 an error (unreadable input, bad arguments).  Every error becomes its
+exit code and its one line on stderr in :func:`report_error` (commands that catch an error to
+choose a code, like ``convert``, call it too): URLs in the message lose their credentials and
+query strings, control characters are escaped; the traceback is shown only with ``--debug``.
+Python warnings (numpy's floating-point ones included) never reach stderr.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import math
 import os
 import sys
 import traceback
+import warnings
 from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
 from .. import __version__
 from ..errors import MissingDependency, SafetensorError
+from ..io.redact import redact_text
+from ._common import escape_text
+from ._inputs import command_options
 
 # Module names under pysafetensors.cli, in the order commands are listed in --help.
 COMMANDS: tuple[str, ...] = (
@@ -41,7 +49,7 @@ COMMANDS: tuple[str, ...] = (
     "stats",
     "shard",
     "merge",
-    "convert",  # its own issue; reserved here until cli/convert.py lands
+    "convert",
 )
 
 PROG = "pysafetensors"
@@ -58,6 +66,19 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(f"{self.prog}: error: {message} (see --help)")
 
 
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"expected a number of seconds > 0, got {text!r}")
+    return value
+
+
+_TIMEOUT_HELP = "total seconds allowed per HTTP request for http(s) inputs (default: the library's)"
+
+
 def common_options() -> argparse.ArgumentParser:
     """Options every subcommand accepts, before or after its name."""
     p = argparse.ArgumentParser(add_help=False)
@@ -65,6 +86,7 @@ def common_options() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="print the result as JSON")
     p.add_argument("-q", "--quiet", action="store_true", default=argparse.SUPPRESS, help="no progress bars")
     p.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help="show tracebacks on errors")
+    p.add_argument("--timeout", type=_seconds, default=argparse.SUPPRESS, metavar="SECONDS", help=_TIMEOUT_HELP)
     return p
 
 
@@ -86,6 +108,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
     parser.add_argument("--debug", action="store_true", help="show tracebacks on errors")
+    parser.add_argument("--timeout", type=_seconds, metavar="SECONDS", help=_TIMEOUT_HELP)
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     for module_name in COMMANDS:
         before = set(subparsers.choices)
@@ -108,6 +131,34 @@ def _one_line(exc: BaseException) -> str:
     return " ".join(line.strip() for line in text.splitlines())
 
 
+def _stderr_line(text: str) -> None:
+    if sys.stderr is not None:
+        print(text, file=sys.stderr)
+
+
+def safe_message(text: str) -> str:
+    """A message fit for the terminal: URLs without secrets, control characters escaped."""
+    return escape_text(redact_text(text))
+
+
+def report_error(exc: BaseException, debug: bool = False, *, finding: bool = False) -> int:
+    """THE error -> exit-code path: one line on stderr, the traceback with ``--debug``.
+
+    Returns 1 for a finding (``finding=True``: a missing key, a failed verification), 2 for an
+    error, and 2 for an unexpected exception (a bug: said so, with a hint to rerun with --debug).
+    """
+    if debug and sys.stderr is not None:
+        traceback.print_exc()
+    if finding:
+        _stderr_line(f"{PROG}: {safe_message(_one_line(exc))}")
+        return 1
+    if isinstance(exc, (SafetensorError, MissingDependency, OSError, ValueError)):
+        _stderr_line(f"{PROG}: error: {safe_message(_one_line(exc))}")
+    else:
+        _stderr_line(f"{PROG}: internal error: {type(exc).__name__}: {safe_message(_one_line(exc))} (rerun with --debug)")
+    return 2
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit code (the console script exits with it)."""
     args_list = list(sys.argv[1:] if argv is None else argv)
@@ -124,10 +175,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         for flag in ("json", "quiet", "debug"):
             if not hasattr(args, flag):
                 setattr(args, flag, False)
+        if not hasattr(args, "timeout"):
+            args.timeout = None
         debug = bool(args.debug)
-        return int(args._run(args))
+        if sys.stdout is None:  # started with stdout closed (`... >&-`)
+            raise UsageError(f"{PROG}: error: standard output is closed; nowhere to write the result")
+        with warnings.catch_warnings(), command_options(args.timeout):
+            if not debug:
+                warnings.simplefilter("ignore")
+            return int(args._run(args))
     except KeyboardInterrupt:
-        print(f"{PROG}: interrupted", file=sys.stderr)
+        _stderr_line(f"{PROG}: interrupted")
         return 130
     except BrokenPipeError:
         # `pysafetensors inspect x | head` is not an error; keep Python's exit-time flush quiet.
@@ -137,18 +195,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             pass
         return 0
     except UsageError as e:
-        print(str(e), file=sys.stderr)
+        _stderr_line(safe_message(str(e)))
         return 2
-    except (SafetensorError, MissingDependency, OSError, ValueError) as e:
-        if debug:
-            traceback.print_exc()
-        print(f"{PROG}: error: {_one_line(e)}", file=sys.stderr)
-        return 2
-    except Exception as e:  # noqa: BLE001 - a bug: still one line unless --debug
-        if debug:
-            traceback.print_exc()
-        print(f"{PROG}: internal error: {type(e).__name__}: {_one_line(e)} (rerun with --debug)", file=sys.stderr)
-        return 2
+    except Exception as e:  # noqa: BLE001 - every error, a bug included, is one line unless --debug
+        return report_error(e, debug)
 
 
 if __name__ == "__main__":

@@ -95,7 +95,7 @@ def compute_shard(
         with progress(result.total_size, "sharding", show_progress) as bar:
             # Shards keep the source's header metadata; the index gets only total_size.
             write_sharded(write_items(inp, names, bar), outdir, max_shard_size=limit,
-                          shard_metadata=inp.metadata or {}, basename=prefix, durable=True)
+                          shard_metadata=inp.header_metadata or {}, basename=prefix, durable=True)
         return result
 
 

@@ -26,10 +26,12 @@ from ..format.header import (
     has_lone_surrogate,
     parse_header,
 )
+from ..format.index import check_shard
+from ..io.redact import redact_url
 from ..io.registry import open_source
 from ..sharded import find_in_directory, is_index_name, open_index
-from ._common import emit, plural, render_json
-from ._inputs import is_sharded_path
+from ._common import emit, plural, render_json, terminal_safe
+from ._inputs import is_sharded_path, storage_options_for
 
 _U64 = 1 << 64
 
@@ -220,7 +222,7 @@ def _read_head(source: Any) -> bytes:
 
 def _validate_file(path: str) -> ValidateResult:
     """Validate one file: a local path or a URL (only its header is read)."""
-    source = open_source(path, "pread")
+    source = open_source(path, "pread", storage_options_for(path))
     try:
         size = source.size
         head = _read_head(source)
@@ -246,11 +248,11 @@ def _validate_sharded(path: str) -> ValidateResult:
         if not is_index_name(path):  # a directory holding one plain file
             return _validate_file(path)
     # Bad JSON and unsafe shard names are errors (exit 2): there is nothing to check.
-    sharded = open_index(path)
+    sharded = open_index(path, storage_options=storage_options_for(path))
     index = sharded.index
     r = ValidateResult(path, True, 0, files=index.shards)
     seen: dict[str, str] = {}
-    contents: dict[str, set[str]] = {}  # shard -> tensor names, for the shards that parsed
+    missing: list[tuple[str, str]] = []  # (tensor, shard) mapped there but absent, for the shards that parsed
     total = 0
     for shard in index.shards:
         try:
@@ -265,19 +267,22 @@ def _validate_sharded(path: str) -> ValidateResult:
         r.warnings += sub.warnings
         if not sub.valid or sub._header is None:
             continue
-        contents[shard] = {t.name for t in sub._header.tensors}
+        check = check_shard(index, shard, (t.name for t in sub._header.tensors), sub._header.metadata)
+        if check.mixed:
+            r.problems.append(Problem("checkpoint_mismatch", check.describe_mixed(path), file=shard))
+        missing += [(name, shard) for name in check.missing]
+        ignored = set(check.ignored)
         for t in sub._header.tensors:
             total += t.nbytes
             if t.name in seen:
                 r.problems.append(Problem("duplicate_tensor", f"also in {seen[t.name]}", t.name, file=shard))
             seen[t.name] = shard
-            if index.weight_map.get(t.name) != shard:
+            if t.name in ignored:
                 r.problems.append(Problem("unmapped_tensor", "tensor is in this shard but the index maps it to "
                                           f"{index.weight_map.get(t.name)!r}", t.name, file=shard))
-    for name, shard in sorted(index.weight_map.items()):
-        if shard in contents and name not in contents[shard]:
-            r.problems.append(Problem("missing_tensor", "the index maps this tensor here but the shard lacks it",
-                                      name, file=shard))
+    for name, shard in sorted(missing):
+        r.problems.append(Problem("missing_tensor", "the index maps this tensor here but the shard lacks it",
+                                  name, file=shard))
     declared = index.metadata.get("total_size")
     if declared is not None and declared != total and not r.problems:
         r.warnings.append(Problem("total_size", f"index says total_size {declared}, the tensors hold {total} bytes"))
@@ -299,6 +304,7 @@ def compute_validate(path: str) -> ValidateResult:
 def render_validate(r: ValidateResult, fmt: str = "text") -> str:
     if fmt == "json":
         return render_json(r)
+    r = terminal_safe(r)
     out = []
     for kind, items in (("problem", r.problems), ("warning", r.warnings)):
         for p in items:
@@ -322,5 +328,6 @@ def add_parser(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     r = compute_validate(args.file)
+    r.path = redact_url(r.path)  # a signed URL's query string or a password is never printed
     emit(render_validate(r, "json" if args.json else "text"))
     return 0 if r.valid else 1

@@ -10,11 +10,19 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import ConversionError, CorruptCheckpoint, InvalidMetadata, UnsupportedCheckpoint, VerificationFailed
+from .._api import open_writer
+from ..errors import (
+    ConversionError,
+    ConversionLimitExceeded,
+    CorruptCheckpoint,
+    InvalidMetadata,
+    UnsupportedCheckpoint,
+    VerificationFailed,
+)
 from ..io.sources import open_source
 from ..reader import SafeFile
-from ..writer import open_writer
-from .checkpoint import Checkpoint, Unconvertible
+from .checkpoint import Checkpoint, Unconvertible, settle
+from .limits import Budget
 from .numpy_files import load_npy, load_npz
 from .torch_legacy import load_torch_legacy
 from .torch_zip import load_torch_zip
@@ -24,7 +32,8 @@ from .tree import drop_tied, flatten, is_leaf, select
 # (upstream's convert.py check): more means views were expanded into copies.
 SIZE_TOLERANCE = 0.01
 # Stride-0 and overlapping views let a tiny pickle describe terabytes: refuse before writing
-# when the output would exceed the source storages by this factor (plus a small allowance).
+# when the output would exceed the source storages (at most the file's real size) by this
+# factor (plus a small allowance).
 EXPANSION_LIMIT = 64
 EXPANSION_ALLOWANCE = 64 << 20
 
@@ -79,26 +88,41 @@ def detect_kind(fileobj: Any, label: str) -> str:
     raise CorruptCheckpoint(f"{label}: not a PyTorch checkpoint, .npy or .npz file (starts with {head[:8]!r})")
 
 
+def _real_size(fileobj: Any) -> int:
+    try:
+        return os.fstat(fileobj.fileno()).st_size
+    except (AttributeError, OSError, ValueError):
+        here = fileobj.tell()
+        size = fileobj.seek(0, os.SEEK_END)
+        fileobj.seek(here)
+        return int(size)
+
+
 def load_checkpoint(path: str, fileobj: Any) -> Checkpoint:
-    """Open ``path`` (already open as ``fileobj``) with the reader its content calls for."""
+    """Open ``path`` (already open as ``fileobj``) with the reader its content calls for.
+
+    Everything the source can make the loader allocate or walk is charged to one
+    :class:`~.limits.Budget` sized by the file's real size (kept on the checkpoint).
+    """
     label = os.path.basename(path) or path
     kind = detect_kind(fileobj, label)
+    budget = Budget(label, _real_size(fileobj))
     if kind == "torch-zip":
-        return load_torch_zip(fileobj, label)
+        return load_torch_zip(fileobj, label, budget)
     if kind == "torch-legacy":
-        return load_torch_legacy(fileobj, label)
+        return load_torch_legacy(fileobj, label, budget)
     if kind == "npz":
-        return load_npz(fileobj, label)
-    return load_npy(path, fileobj, label)
+        return load_npz(fileobj, label, budget)
+    return load_npy(path, fileobj, label, budget)
 
 
 def _select_tensors(checkpoint: Checkpoint, key: str | None) -> tuple[dict[str, Any], list[str]]:
     if key is None:
-        return flatten(checkpoint.tree)
+        return flatten(checkpoint.tree, budget=checkpoint.budget)
     node = select(checkpoint.tree, key)
     if is_leaf(node):
-        return {key: node}, []
-    return flatten(node)
+        return {key: settle(node)}, []
+    return flatten(node, budget=checkpoint.budget)
 
 
 def _check_metadata(metadata: Mapping[str, str] | None) -> dict[str, str]:
@@ -148,12 +172,16 @@ def convert_file(
             source_bytes=checkpoint.storage_bytes(list(tensors.values())),
             removed=removed, skipped=skipped, metadata=out_meta,
         )
-        limit = report.source_bytes * EXPANSION_LIMIT + EXPANSION_ALLOWANCE
+        real = min(report.source_bytes, checkpoint.budget.source_size)
+        limit = real * EXPANSION_LIMIT + EXPANSION_ALLOWANCE
         if report.tensor_bytes > limit:
-            raise CorruptCheckpoint(
-                f"{src}: the tensors would expand {report.source_bytes:,} bytes of storage into "
+            raise ConversionLimitExceeded(
+                f"{src}: the tensors would expand {real:,} bytes of storage into "
                 f"{report.tensor_bytes:,} bytes (over {EXPANSION_LIMIT}x): refusing to write "
                 "(stride-0 or overlapping views?)",
+                limit="output expansion",
+                requested=report.tensor_bytes,
+                allowed=limit,
                 tensor_bytes=report.tensor_bytes,
                 source_bytes=report.source_bytes,
             )

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import mmap
 import os
+import struct
+import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -12,6 +14,7 @@ import numpy as np
 
 from ..errors import CorruptCheckpoint
 from ..format.dtypes import DType
+from .limits import Budget
 
 
 class SourceTensor(Protocol):
@@ -41,14 +44,31 @@ class Unconvertible:
     error: Callable[[str], Exception]
 
 
+class Pending:
+    """A tree node whose meaning is known only once unpickling is over (a numpy array, which
+    BUILD fills in after it was created): :func:`settle` turns it into what it stands for."""
+
+    def settled(self) -> Any:
+        raise NotImplementedError
+
+
+def settle(node: Any) -> Any:
+    return node.settled() if isinstance(node, Pending) else node
+
+
 @dataclass
 class Checkpoint:
-    """A loaded source: ``tree`` holds dicts/lists and tensor leaves."""
+    """A loaded source: ``tree`` holds dicts/lists and tensor leaves.
+
+    ``budget`` is what the source may still cost (see :mod:`.limits`); its ``source_size`` is
+    the file's real size in bytes.
+    """
 
     kind: str  # "torch-zip", "torch-legacy", "npz", "npy"
     tree: Any
     format_tag: str | None  # the metadata "format" value written for this kind
     storage_bytes: Callable[[list[Any]], int]  # source bytes behind a set of leaves
+    budget: Budget
     _closers: list[Callable[[], None]] = field(default_factory=list)
 
     def close(self) -> None:
@@ -82,3 +102,24 @@ class MappedFile:
     def close(self) -> None:
         if self._map is not None:
             self._map.close()
+
+
+_LOCAL_HEADER = struct.Struct("<4s22xHH")  # signature, ..., name length, extra length
+
+
+def zip_data_start(mapped: MappedFile, info: zipfile.ZipInfo, label: str) -> int:
+    """Where a member's (possibly compressed) bytes begin, from its local header."""
+    what = f"entry {info.filename!r}"
+    header = mapped.view(info.header_offset, _LOCAL_HEADER.size, f"local header of {what}")
+    sig, name_len, extra_len = _LOCAL_HEADER.unpack(header.tobytes())
+    if sig != b"PK\x03\x04":
+        raise CorruptCheckpoint(f"{label}: bad local header for {what} at byte {info.header_offset}")
+    return int(info.header_offset) + _LOCAL_HEADER.size + name_len + extra_len
+
+
+def check_member(mapped: MappedFile, info: zipfile.ZipInfo, label: str, budget: Budget) -> None:
+    """Before a member is read: its bytes lie inside the real file, and what reading it
+    allocates (its declared size, which inflating a compressed member produces) is within the
+    budget.  A 1 MB deflated member can declare 1 GiB; that is refused here, not inflated."""
+    mapped.view(zip_data_start(mapped, info, label), info.compress_size, f"entry {info.filename!r}")
+    budget.charge(max(info.file_size, info.compress_size), f"reading archive entry {info.filename!r}")

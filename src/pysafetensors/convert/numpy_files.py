@@ -2,10 +2,14 @@
 
 Headers are read first (dtype, shape) so the output can be planned and object arrays refused
 before any array data is loaded; each array is loaded only when it is written or verified.
+Before anything is written, each header is checked against the bytes really there: a .npy
+must hold the data its header declares, an .npz member's declared size must hold it, lie
+inside the archive and fit the source's budget (numpy reads a member whole into memory).
 """
 
 from __future__ import annotations
 
+import os
 import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -16,7 +20,9 @@ import numpy as np
 from .._adapters.numpy import dtype_of, little_endian_bytes
 from ..errors import CorruptCheckpoint, UnsafePickle, UnsupportedDtype
 from ..format.dtypes import DType
-from .checkpoint import Checkpoint, Unconvertible
+from .checkpoint import Checkpoint, MappedFile, Unconvertible, check_member
+from .limits import Budget
+from .numpy_objects import check_numpy_shape
 
 
 @dataclass(eq=False)
@@ -43,6 +49,9 @@ class ArrayRef:
         return None  # numpy files never share data between arrays
 
     def read(self) -> np.ndarray:
+        if not self.nbytes:
+            # Nothing to load (and numpy need not build the shape to say so).
+            return np.empty(0, dtype=np.uint8)
         return little_endian_bytes(self.load(), self.dtype)
 
 
@@ -54,7 +63,29 @@ def _read_header(fp: BinaryIO, label: str) -> tuple[np.dtype, tuple[int, ...], b
         shape, fortran, dtype = reader(fp)
     except (ValueError, EOFError, OSError, SyntaxError) as e:
         raise CorruptCheckpoint(f"{label}: not a valid .npy header: {e}") from e
+    if not dtype.hasobject:
+        check_numpy_shape(tuple(shape), dtype.itemsize, label)
     return dtype, tuple(shape), bool(fortran)
+
+
+def _data_bytes(dtype: np.dtype, shape: tuple[int, ...]) -> int:
+    n = dtype.itemsize
+    for d in shape:
+        n *= d
+    return n
+
+
+def _check_holds(label: str, dtype: np.dtype, shape: tuple[int, ...], offset: int, available: int,
+                 where: str) -> None:
+    """The data the header declares is really there: else 'truncated', with both sizes."""
+    needed = _data_bytes(dtype, shape)
+    if needed > available:
+        raise CorruptCheckpoint(
+            f"{label}: truncated: the header declares {dtype} {list(shape)}, {needed:,} bytes of data "
+            f"from byte {offset:,}, but {where} has only {available:,} bytes there",
+            expected=needed,
+            actual=available,
+        )
 
 
 def _array_ref(dtype: np.dtype, shape: tuple[int, ...], fortran: bool, label: str,
@@ -83,33 +114,50 @@ def _checked_load(load: Callable[[], Any], label: str) -> Callable[[], np.ndarra
     return run
 
 
-def load_npy(path: str, fileobj: BinaryIO, label: str) -> Checkpoint:
+def load_npy(path: str, fileobj: BinaryIO, label: str, budget: Budget) -> Checkpoint:
     """A single .npy array: memory-mapped (zero copy) unless it is empty."""
     dtype, shape, fortran = _read_header(fileobj, label)
+    if not dtype.hasobject:
+        offset = fileobj.tell()
+        _check_holds(label, dtype, shape, offset, max(0, os.fstat(fileobj.fileno()).st_size - offset), "the file")
     leaf = _array_ref(dtype, shape, fortran, label, _checked_load(
         lambda: np.load(path, mmap_mode="r", allow_pickle=False), label))
-    return Checkpoint("npy", leaf, None, _array_bytes)
+    return Checkpoint("npy", leaf, None, _array_bytes, budget)
 
 
-def load_npz(fileobj: BinaryIO, label: str) -> Checkpoint:
+def load_npz(fileobj: BinaryIO, label: str, budget: Budget) -> Checkpoint:
     """An .npz archive: one tree entry per member, keyed by its name without ``.npy``."""
     try:
         archive = np.load(fileobj, allow_pickle=False)
         members = zipfile.ZipFile(fileobj)
     except (ValueError, EOFError, OSError, zipfile.BadZipFile) as e:
         raise CorruptCheckpoint(f"{label}: not a readable .npz archive (truncated?): {e}") from e
-    tree: dict[str, Any] = {}
-    for key in archive.files:
-        member = key + ".npy" if key + ".npy" in members.namelist() else key
-        where = f"{label}[{key!r}]"
-        try:
-            with members.open(member) as fp:
-                dtype, shape, fortran = _read_header(fp, where)  # type: ignore[arg-type]
-        except (zipfile.BadZipFile, EOFError, OSError) as e:
-            raise CorruptCheckpoint(f"{where}: cannot read the member header: {e}") from e
-        tree[key] = _array_ref(dtype, shape, fortran, where,
-                               _checked_load(lambda key=key: archive[key], where))  # type: ignore[misc]
-    return Checkpoint("npz", tree, None, _array_bytes, [archive.close, members.close])
+    mapped = MappedFile(fileobj, label)
+    closers = [archive.close, members.close, mapped.close]
+    try:
+        tree: dict[str, Any] = {}
+        for key in archive.files:
+            member = key + ".npy" if key + ".npy" in members.namelist() else key
+            where = f"{label}[{key!r}]"
+            info = members.getinfo(member)
+            try:
+                with members.open(member) as fp:
+                    dtype, shape, fortran = _read_header(fp, where)  # type: ignore[arg-type]
+                    header_end = fp.tell()
+            except (zipfile.BadZipFile, EOFError, OSError) as e:
+                raise CorruptCheckpoint(f"{where}: cannot read the member header: {e}") from e
+            if not dtype.hasobject:
+                _check_holds(where, dtype, shape, header_end, max(0, info.file_size - header_end),
+                             "the archive member")
+                # numpy reads a member whole into memory: within the file and the budget first.
+                check_member(mapped, info, label, budget)
+            tree[key] = _array_ref(dtype, shape, fortran, where,
+                                   _checked_load(lambda key=key: archive[key], where))  # type: ignore[misc]
+    except BaseException:
+        for close in closers:
+            close()
+        raise
+    return Checkpoint("npz", tree, None, _array_bytes, budget, closers)
 
 
 def _array_bytes(leaves: list[Any]) -> int:

@@ -16,6 +16,7 @@ import numpy as np
 
 from ..errors import CorruptCheckpoint, UnsafePickle, UnsupportedDtype
 from .checkpoint import Checkpoint, MappedFile
+from .limits import Budget, short_repr
 from .torch_objects import ALLOWLIST, REFUSED, Storage, StorageType, TorchDType, storage_bytes_of
 from .unpickler import restricted_load
 
@@ -42,15 +43,18 @@ class _LegacyStorages:
     def __call__(self, pid: Any) -> Storage:
         if isinstance(pid, tuple) and pid and pid[0] in ("module", b"module"):
             raise UnsafePickle(
-                f"{self._label}: refusing a pickled nn.Module class reference {pid[1:2]!r}; save a "
+                f"{self._label}: refusing a pickled nn.Module class reference {short_repr(pid[1:2])}; save a "
                 "state_dict instead",
-                global_name=repr(pid[1:2]),
+                global_name=short_repr(pid[1:2]),
             )
         if not isinstance(pid, tuple) or len(pid) != 6 or pid[0] not in ("storage", b"storage"):
-            raise CorruptCheckpoint(f"{self._label}: unexpected persistent id {pid!r}")
+            raise CorruptCheckpoint(f"{self._label}: unexpected persistent id {short_repr(pid)}")
         _, stype, key, _location, numel, view = pid
-        if not isinstance(stype, StorageType) or not isinstance(key, str) or not isinstance(numel, int) or numel < 0:
-            raise CorruptCheckpoint(f"{self._label}: malformed storage reference {pid!r}")
+        if (
+            not isinstance(stype, StorageType) or not isinstance(key, str) or not isinstance(numel, int)
+            or not 0 <= numel < 1 << 63
+        ):
+            raise CorruptCheckpoint(f"{self._label}: malformed storage reference {short_repr(pid)}")
         torch_dtype = stype.torch_dtype
         if torch_dtype.dtype is None:
             # Without an element size the storages after this one cannot be located.
@@ -64,7 +68,7 @@ class _LegacyStorages:
         byte_offset, nbytes = 0, root_numel * item
         if view is not None:
             if not (isinstance(view, tuple) and len(view) == 3 and all(isinstance(v, int) for v in view[1:])):
-                raise CorruptCheckpoint(f"{self._label}: malformed storage view {view!r}")
+                raise CorruptCheckpoint(f"{self._label}: malformed storage view {short_repr(view)}")
             _, offset, size = view
             byte_offset, nbytes = offset * item, size * item
             if offset < 0 or size < 0 or offset + size > root_numel:
@@ -79,7 +83,7 @@ class _LegacyStorages:
     def locate(self, fileobj: BinaryIO, keys: Any) -> None:
         """Walk the storage records after the keys pickle, checking each count against its use."""
         if not isinstance(keys, list) or not all(isinstance(k, str) for k in keys):
-            raise CorruptCheckpoint(f"{self._label}: the storage key list is malformed: {keys!r}")
+            raise CorruptCheckpoint(f"{self._label}: the storage key list is malformed: {short_repr(keys)}")
         pos = fileobj.tell()
         for key in keys:
             if key not in self.roots:
@@ -100,25 +104,25 @@ class _LegacyStorages:
             raise CorruptCheckpoint(f"{self._label}: storages {missing} are used but not in the file")
 
 
-def load_torch_legacy(fileobj: BinaryIO, label: str) -> Checkpoint:
+def load_torch_legacy(fileobj: BinaryIO, label: str, budget: Budget) -> Checkpoint:
     """Unpickle a legacy checkpoint through the allowlist and locate each storage's bytes."""
     mapped = MappedFile(fileobj, label)
     try:
         fileobj.seek(0)
-        magic = restricted_load(fileobj, allowlist={}, where=f"{label} (magic number)")
+        magic = restricted_load(fileobj, allowlist={}, where=f"{label} (magic number)", budget=budget)
         if magic != MAGIC_NUMBER:
-            raise CorruptCheckpoint(f"{label}: not a torch checkpoint (magic number {magic!r})")
-        protocol = restricted_load(fileobj, allowlist={}, where=f"{label} (protocol version)")
+            raise CorruptCheckpoint(f"{label}: not a torch checkpoint (magic number {short_repr(magic)})")
+        protocol = restricted_load(fileobj, allowlist={}, where=f"{label} (protocol version)", budget=budget)
         if protocol != PROTOCOL_VERSION:
-            raise CorruptCheckpoint(f"{label}: unknown legacy protocol version {protocol!r}")
-        restricted_load(fileobj, allowlist={}, where=f"{label} (sys_info)")
+            raise CorruptCheckpoint(f"{label}: unknown legacy protocol version {short_repr(protocol)}")
+        restricted_load(fileobj, allowlist={}, where=f"{label} (sys_info)", budget=budget)
         storages = _LegacyStorages(mapped, label)
         tree = restricted_load(
-            fileobj, allowlist=ALLOWLIST, refused=REFUSED, persistent_load=storages, where=label
+            fileobj, allowlist=ALLOWLIST, refused=REFUSED, persistent_load=storages, where=label, budget=budget
         )
-        keys = restricted_load(fileobj, allowlist={}, where=f"{label} (storage keys)")
+        keys = restricted_load(fileobj, allowlist={}, where=f"{label} (storage keys)", budget=budget)
         storages.locate(fileobj, keys)
     except BaseException:
         mapped.close()
         raise
-    return Checkpoint("torch-legacy", tree, "pt", storage_bytes_of, [mapped.close])
+    return Checkpoint("torch-legacy", tree, "pt", storage_bytes_of, budget, [mapped.close])

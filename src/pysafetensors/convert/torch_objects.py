@@ -17,12 +17,14 @@ import numpy as np
 
 from .._adapters.numpy import numpy_dtype
 from ..errors import CorruptCheckpoint, SafetensorError, UnsupportedCheckpoint, UnsupportedDtype
-from ..format.dtypes import DType, all_dtypes
+from ..format.dtypes import BY_TORCH_NAME, DType
 from .checkpoint import Unconvertible
+from .limits import Budget, short_repr
+from .numpy_objects import NUMPY_ALLOWLIST, array_bytes_of
 from .unpickler import Allowed
 
 # torch dtype name -> our dtype, through the torch column of THE dtype table.
-TORCH_DTYPES: dict[str, DType] = {d.torch: d for d in all_dtypes() if d.torch}
+TORCH_DTYPES: dict[str, DType] = BY_TORCH_NAME
 # dtypes torch can save that safetensors cannot hold: they unpickle, but a tensor of one is refused.
 UNSUPPORTED_TORCH_DTYPES = (
     "complex128", "complex32", "qint8", "quint8", "qint32", "quint4x2", "quint2x4",
@@ -95,9 +97,8 @@ class TensorRef:
     @property
     def out_shape(self) -> tuple[int, ...]:
         """Shape in the file: torch's float4_e2m1fn_x2 packs two F4 values per element."""
-        if self.dtype.code == "F4":
-            return self.shape[:-1] + (self.shape[-1] * 2,)
-        return self.shape
+        shape = self.dtype.file_shape(self.shape)
+        return self.shape if shape is None else shape  # 0-d pairs are refused when read
 
     @property
     def numel(self) -> int:
@@ -115,17 +116,18 @@ class TensorRef:
 
     def read(self) -> np.ndarray:
         """The tensor's bytes: uint8, C order, little-endian (a view when nothing needs moving)."""
+        if not self.numel:
+            # No bytes to read, and no numpy shape to build: [0, 2**62, 2**62] is a valid
+            # torch and safetensors shape that numpy refuses.
+            return np.empty(0, dtype=np.uint8)
         item = self.dtype.itemsize
         raw = self.storage.bytes()
         count = raw.size // item
         elems = raw[: count * item].view(np.dtype(f"<u{item}") if item > 1 else np.uint8)
-        if self.numel:
-            arr = np.lib.stride_tricks.as_strided(
-                elems[self.offset :], self.shape, tuple(s * item for s in self.stride), writeable=False
-            )
-            arr = np.ascontiguousarray(arr)  # strided views: copied once, in logical C order
-        else:
-            arr = np.empty(self.shape, dtype=elems.dtype)
+        arr = np.lib.stride_tricks.as_strided(
+            elems[self.offset :], self.shape, tuple(s * item for s in self.stride), writeable=False
+        )
+        arr = np.ascontiguousarray(arr)  # strided views: copied once, in logical C order
         if self.storage.byteorder == "big" and item > 1:
             # complex64 is two float32s: swap each half, not the 8-byte whole.
             part = item // 2 if self.dtype.kind == "complex" else item
@@ -139,26 +141,37 @@ class TensorRef:
 
 
 def storage_bytes_of(leaves: list[Any]) -> int:
-    """Bytes of the distinct file storages behind these tensors (what the checkpoint spends)."""
+    """Bytes of the distinct file storages (and pickled numpy buffers) behind these tensors:
+    what the checkpoint spends on them."""
     roots: dict[str, int] = {}
     for leaf in leaves:
         if isinstance(leaf, TensorRef):
             roots[leaf.storage.root] = leaf.storage.root_nbytes
-    return sum(roots.values())
+    return sum(roots.values()) + array_bytes_of(leaves)
 
 
 # --- the rebuild functions ---------------------------------------------------------------------
 
 _MAX_NDIM = 32
+_INT64 = 1 << 63
 
 
 def _ints(value: Any, what: str, fn: str) -> tuple[int, ...]:
+    """A tuple of ints that fit torch's int64 (sizes, strides): anything else is no torch record."""
     if isinstance(value, int) and not isinstance(value, bool):
         value = (value,)
-    if not isinstance(value, (tuple, list)) or not all(
+    if not isinstance(value, (tuple, list)) or len(value) > _MAX_NDIM or not all(
         isinstance(v, int) and not isinstance(v, bool) for v in value
     ):
-        raise CorruptCheckpoint(f"{fn}: {what} must be a tuple of ints, got {value!r}")
+        raise CorruptCheckpoint(
+            f"{fn}: {what} must be a tuple of at most {_MAX_NDIM} ints, got {short_repr(value)}"
+        )
+    for v in value:
+        if not -_INT64 <= v < _INT64:
+            raise CorruptCheckpoint(
+                f"{fn}: {what} {short_repr(list(value))} holds {short_repr(v)}, which does not fit "
+                "torch's int64 sizes (no torch tensor has it)"
+            )
     return tuple(value)
 
 
@@ -169,8 +182,8 @@ def make_tensor(storage: Any, offset: Any, size: Any, stride: Any, dtype: DType 
         raise CorruptCheckpoint(f"{fn}: expected a storage, got {type(storage).__name__}")
     shape = _ints(size, "size", fn)
     strides = _ints(stride, "stride", fn)
-    if not isinstance(offset, int) or isinstance(offset, bool):
-        raise CorruptCheckpoint(f"{fn}: storage offset must be an int, got {offset!r}")
+    if not isinstance(offset, int) or isinstance(offset, bool) or not -_INT64 <= offset < _INT64:
+        raise CorruptCheckpoint(f"{fn}: storage offset must be an int64, got {short_repr(offset)}")
     if len(shape) != len(strides) or len(shape) > _MAX_NDIM:
         raise CorruptCheckpoint(f"{fn}: size {list(shape)} and stride {list(strides)} do not match")
     if offset < 0 or any(d < 0 for d in shape) or any(s < 0 for s in strides):
@@ -199,12 +212,12 @@ def make_tensor(storage: Any, offset: Any, size: Any, stride: Any, dtype: DType 
                 f"reaches element {last}, but its storage {storage.root!r} holds {elements}",
                 storage=storage.root,
             )
-    if dtype.code == "F4" and not shape:
+    if dtype.file_shape(shape) is None:
         raise UnsupportedDtype(f"{fn}: a 0-dim float4_e2m1fn_x2 tensor has no F4 shape")
     conj = neg = False
     if metadata:
         if not isinstance(metadata, dict):
-            raise CorruptCheckpoint(f"{fn}: tensor metadata must be a dict, got {metadata!r}")
+            raise CorruptCheckpoint(f"{fn}: tensor metadata must be a dict, got {short_repr(metadata)}")
         conj, neg = bool(metadata.get("conj", False)), bool(metadata.get("neg", False))
     return TensorRef(storage, offset, shape, strides, dtype, conj, neg)
 
@@ -221,7 +234,7 @@ def _rebuild_tensor_v2(storage: Any, offset: Any, size: Any, stride: Any, requir
 def _rebuild_tensor_v3(storage: Any, offset: Any, size: Any, stride: Any, requires_grad: Any,
                        backward_hooks: Any, dtype: Any, metadata: Any = None) -> TensorRef | Unconvertible:
     if not isinstance(dtype, TorchDType):
-        raise CorruptCheckpoint(f"_rebuild_tensor_v3: expected a torch dtype, got {dtype!r}")
+        raise CorruptCheckpoint(f"_rebuild_tensor_v3: expected a torch dtype, got {short_repr(dtype)}")
     fn = "_rebuild_tensor_v3"
     return make_tensor(storage, offset, size, stride, None, fn, metadata, torch_dtype=dtype)
 
@@ -242,20 +255,32 @@ class TorchClass:
 
 def _rebuild_from_type_v2(func: Any, new_type: Any, args: Any, state: Any) -> TensorRef | Unconvertible:
     # torch writes this for tensors carrying Python attributes; only plain Tensor/Parameter
-    # types are accepted, and the attributes (state) are dropped.
-    if not isinstance(func, Allowed) or not isinstance(new_type, TorchClass) or not isinstance(args, tuple):
-        raise CorruptCheckpoint(f"_rebuild_from_type_v2: unexpected arguments {func!r}, {new_type!r}")
+    # types are accepted, and the attributes (state) are dropped.  ``func`` may only be one of
+    # the tensor rebuild functions: they allocate nothing, so calling them here, outside the
+    # unpickler's accounting, costs nothing the pickle did not pay for.
+    if (
+        not isinstance(func, Allowed)
+        or func.function not in _TENSOR_REBUILDERS
+        or not isinstance(new_type, TorchClass)
+        or not isinstance(args, tuple)
+    ):
+        raise CorruptCheckpoint(
+            f"_rebuild_from_type_v2: unexpected arguments {short_repr(func)}, {short_repr(new_type)}"
+        )
     result = func.function(*args)
     if not isinstance(result, (TensorRef, Unconvertible)):
         raise CorruptCheckpoint(f"_rebuild_from_type_v2: {func.qualname} did not build a tensor")
     return result
 
 
-def _ordered_dict(items: Any = ()) -> OrderedDict[Any, Any]:
+def _ordered_dict(budget: Budget, items: Any = ()) -> OrderedDict[Any, Any]:
     if isinstance(items, (dict, OrderedDict)):
         items = list(items.items())
-    if not isinstance(items, (list, tuple)):
+    if not isinstance(items, (list, tuple)) or not all(
+        isinstance(pair, (list, tuple)) and len(pair) == 2 for pair in items
+    ):
         raise CorruptCheckpoint(f"OrderedDict: expected a list of pairs, got {type(items).__name__}")
+    budget.check_keys(pair[0] for pair in items)
     return OrderedDict(items)
 
 
@@ -269,21 +294,34 @@ def _size(dims: Any = ()) -> TorchSize:
 
 def _device(kind: Any, index: Any = None) -> str:
     if not isinstance(kind, str) or not (index is None or isinstance(index, int)):
-        raise CorruptCheckpoint(f"torch.device: bad arguments {kind!r}, {index!r}")
+        raise CorruptCheckpoint(f"torch.device: bad arguments {short_repr(kind)}, {short_repr(index)}")
     return kind if index is None else f"{kind}:{index}"
 
 
 def _latin1_bytes(text: Any, encoding: Any = "latin1") -> bytes:
     # Protocol 2 writes bytes as _codecs.encode(str, "latin1").
     if not isinstance(text, str) or encoding not in ("latin1", "latin-1"):
-        raise CorruptCheckpoint(f"_codecs.encode: only (str, 'latin1') is allowed, got {encoding!r}")
+        raise CorruptCheckpoint(f"_codecs.encode: only (str, 'latin1') is allowed, got {short_repr(encoding)}")
     return text.encode("latin-1")
 
 
+def _empty_bytes(*args: Any) -> bytes:
+    # Protocol 2 writes an empty bytes object as bytes() (a non-empty one via _codecs.encode).
+    if args:
+        raise CorruptCheckpoint(f"bytes: only bytes() is allowed, got arguments {short_repr(args)}")
+    return b""
+
+
 def _plain(kind: type) -> Callable[..., Any]:
-    def build(*args: Any) -> Any:
+    """set / frozenset / bytearray of one plain argument, its cost checked before it is built."""
+
+    def build(budget: Budget, *args: Any) -> Any:
         if len(args) > 1 or not all(isinstance(a, (list, tuple, str, bytes, int, float)) for a in args):
-            raise CorruptCheckpoint(f"{kind.__name__}: unexpected arguments {args!r}")
+            raise CorruptCheckpoint(f"{kind.__name__}: unexpected arguments {short_repr(args)}")
+        if args and kind is bytearray and isinstance(args[0], int):
+            budget.charge(args[0], f"bytearray({args[0]:,})")  # bytearray(n) allocates n bytes
+        elif args and kind is not bytearray:
+            budget.check_keys(args[0] if not isinstance(args[0], (int, float)) else ())
         return kind(*args)
 
     return build
@@ -291,13 +329,13 @@ def _plain(kind: type) -> Callable[..., Any]:
 
 def _complex(real: Any = 0.0, imag: Any = 0.0) -> complex:
     if not all(isinstance(v, (int, float)) for v in (real, imag)):
-        raise CorruptCheckpoint(f"complex: unexpected arguments {real!r}, {imag!r}")
+        raise CorruptCheckpoint(f"complex: unexpected arguments {short_repr(real)}, {short_repr(imag)}")
     return complex(real, imag)
 
 
 def _slice(*args: Any) -> slice:
     if len(args) > 3 or not all(a is None or isinstance(a, int) for a in args):
-        raise CorruptCheckpoint(f"slice: unexpected arguments {args!r}")
+        raise CorruptCheckpoint(f"slice: unexpected arguments {short_repr(args)}")
     return slice(*args)
 
 
@@ -336,13 +374,15 @@ def build_allowlist() -> dict[tuple[str, str], Any]:
         table[(module, name)] = TorchClass(f"{module}.{name}")
     table[("torch", "Size")] = Allowed("torch.Size", _size)
     table[("torch", "device")] = Allowed("torch.device", _device)
-    table[("collections", "OrderedDict")] = Allowed("collections.OrderedDict", _ordered_dict)
-    table[("builtins", "set")] = Allowed("builtins.set", _plain(set))
-    table[("builtins", "frozenset")] = Allowed("builtins.frozenset", _plain(frozenset))
-    table[("builtins", "bytearray")] = Allowed("builtins.bytearray", _plain(bytearray))
+    table[("collections", "OrderedDict")] = Allowed("collections.OrderedDict", _ordered_dict, takes_budget=True)
+    table[("builtins", "set")] = Allowed("builtins.set", _plain(set), takes_budget=True)
+    table[("builtins", "frozenset")] = Allowed("builtins.frozenset", _plain(frozenset), takes_budget=True)
+    table[("builtins", "bytearray")] = Allowed("builtins.bytearray", _plain(bytearray), takes_budget=True)
     table[("builtins", "complex")] = Allowed("builtins.complex", _complex)
     table[("builtins", "slice")] = Allowed("builtins.slice", _slice)
     table[("_codecs", "encode")] = Allowed("_codecs.encode", _latin1_bytes)
+    table[("builtins", "bytes")] = Allowed("builtins.bytes", _empty_bytes)
+    table.update(NUMPY_ALLOWLIST)
     return table
 
 
@@ -360,4 +400,5 @@ REFUSED: dict[tuple[str, str], Callable[[str, int], SafetensorError]] = {
     ),
 }
 
+_TENSOR_REBUILDERS = (_rebuild_tensor, _rebuild_tensor_v2, _rebuild_tensor_v3, _rebuild_parameter)
 ALLOWLIST = build_allowlist()

@@ -2,23 +2,23 @@
 
 Storage entries are stored uncompressed (torch aligns them to 64 bytes), so their bytes are
 viewed straight out of a read-only map of the file; a compressed entry (a re-zipped
-checkpoint) is decompressed into memory instead.
+checkpoint) is decompressed into memory instead.  Every entry is checked against the file's
+real size when it is first named, and what reading it allocates (its declared inflated size)
+is charged to the source's budget then, before any byte is inflated or any output written.
 """
 
 from __future__ import annotations
 
-import struct
 import zipfile
 from typing import Any, BinaryIO
 
 import numpy as np
 
 from ..errors import CorruptCheckpoint, UnsupportedCheckpoint
-from .checkpoint import Checkpoint, MappedFile
+from .checkpoint import Checkpoint, MappedFile, check_member, zip_data_start
+from .limits import Budget, short_repr
 from .torch_objects import ALLOWLIST, REFUSED, Storage, StorageType, storage_bytes_of
 from .unpickler import restricted_load
-
-_LOCAL_HEADER = struct.Struct("<4s22xHH")  # signature, ..., name length, extra length
 
 
 def _find_pickle(names: list[str], label: str) -> str:
@@ -35,12 +35,14 @@ def _find_pickle(names: list[str], label: str) -> str:
 class _ZipStorages:
     """persistent_load for the zip format: ('storage', type, key, location, numel) -> Storage."""
 
-    def __init__(self, zf: zipfile.ZipFile, mapped: MappedFile, prefix: str, byteorder: str, label: str) -> None:
+    def __init__(self, zf: zipfile.ZipFile, mapped: MappedFile, prefix: str, byteorder: str, label: str,
+                 budget: Budget) -> None:
         self._zf = zf
         self._mapped = mapped
         self._prefix = prefix
         self._byteorder = byteorder
         self._label = label
+        self._budget = budget
         self._cache: dict[str, Storage] = {}
 
     def _entry_bytes(self, info: zipfile.ZipInfo) -> np.ndarray:
@@ -50,19 +52,17 @@ class _ZipStorages:
                 return np.frombuffer(self._zf.read(info), dtype=np.uint8)
             except (zipfile.BadZipFile, EOFError, OSError, ValueError) as e:  # zlib.error is an Exception
                 raise CorruptCheckpoint(f"{self._label}: cannot read {what}: {e}") from e
-        header = self._mapped.view(info.header_offset, _LOCAL_HEADER.size, f"local header of {what}")
-        sig, name_len, extra_len = _LOCAL_HEADER.unpack(header.tobytes())
-        if sig != b"PK\x03\x04":
-            raise CorruptCheckpoint(f"{self._label}: bad local header for {what} at byte {info.header_offset}")
-        start = info.header_offset + _LOCAL_HEADER.size + name_len + extra_len
-        return self._mapped.view(start, info.file_size, what)
+        return self._mapped.view(zip_data_start(self._mapped, info, self._label), info.file_size, what)
 
     def __call__(self, pid: Any) -> Storage:
         if not isinstance(pid, tuple) or len(pid) != 5 or pid[0] not in ("storage", b"storage"):
-            raise CorruptCheckpoint(f"{self._label}: unexpected persistent id {pid!r}")
+            raise CorruptCheckpoint(f"{self._label}: unexpected persistent id {short_repr(pid)}")
         _, stype, key, _location, numel = pid
-        if not isinstance(stype, StorageType) or not isinstance(key, str) or not isinstance(numel, int) or numel < 0:
-            raise CorruptCheckpoint(f"{self._label}: malformed storage reference {pid!r}")
+        if (
+            not isinstance(stype, StorageType) or not isinstance(key, str) or not isinstance(numel, int)
+            or not 0 <= numel < 1 << 63
+        ):
+            raise CorruptCheckpoint(f"{self._label}: malformed storage reference {short_repr(pid)}")
         if key in self._cache:
             return self._cache[key]
         entry = f"{self._prefix}/data/{key}"
@@ -78,6 +78,10 @@ class _ZipStorages:
                 f"{entry!r} holds {info.file_size} bytes",
                 storage=key,
             )
+        if info.compress_type == zipfile.ZIP_STORED:
+            self._entry_bytes(info)  # a bounds check against the real file: a view, nothing read
+        else:
+            check_member(self._mapped, info, self._label, self._budget)
         cached: list[np.ndarray] = []
 
         def fetch() -> np.ndarray:
@@ -90,7 +94,7 @@ class _ZipStorages:
         return storage
 
 
-def load_torch_zip(fileobj: BinaryIO, label: str) -> Checkpoint:
+def load_torch_zip(fileobj: BinaryIO, label: str, budget: Budget) -> Checkpoint:
     """Unpickle a zip checkpoint's tree through the allowlist; storages stay on disk until read."""
     mapped = MappedFile(fileobj, label)
     try:
@@ -102,21 +106,23 @@ def load_torch_zip(fileobj: BinaryIO, label: str) -> Checkpoint:
         prefix = pkl.rsplit("/", 1)[0]
         byteorder = "little"
         if f"{prefix}/byteorder" in zf.namelist():
-            byteorder = _read(zf, f"{prefix}/byteorder", label).decode("ascii", "replace").strip()
+            raw = _read(zf, mapped, f"{prefix}/byteorder", label, budget)
+            byteorder = raw.decode("ascii", "replace").strip()
             if byteorder not in ("little", "big"):
-                raise CorruptCheckpoint(f"{label}: unknown byteorder {byteorder!r}")
-        storages = _ZipStorages(zf, mapped, prefix, byteorder, label)
+                raise CorruptCheckpoint(f"{label}: unknown byteorder {short_repr(byteorder)}")
+        storages = _ZipStorages(zf, mapped, prefix, byteorder, label, budget)
         tree = restricted_load(
-            _read(zf, pkl, label), allowlist=ALLOWLIST, refused=REFUSED, persistent_load=storages,
-            where=f"{label}:{pkl}",
+            _read(zf, mapped, pkl, label, budget), allowlist=ALLOWLIST, refused=REFUSED,
+            persistent_load=storages, where=f"{label}:{pkl}", budget=budget,
         )
     except BaseException:
         mapped.close()
         raise
-    return Checkpoint("torch-zip", tree, "pt", storage_bytes_of, [mapped.close, zf.close])
+    return Checkpoint("torch-zip", tree, "pt", storage_bytes_of, budget, [mapped.close, zf.close])
 
 
-def _read(zf: zipfile.ZipFile, name: str, label: str) -> bytes:
+def _read(zf: zipfile.ZipFile, mapped: MappedFile, name: str, label: str, budget: Budget) -> bytes:
+    check_member(mapped, zf.getinfo(name), label, budget)
     try:
         return zf.read(name)
     except (zipfile.BadZipFile, EOFError, OSError, ValueError) as e:

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..errors import ConversionError, CorruptCheckpoint
-from .checkpoint import Unconvertible
+from ..errors import ConversionError, ConversionLimitExceeded, CorruptCheckpoint
+from .checkpoint import Unconvertible, settle
+from .limits import WALK_ALLOWANCE, WALK_FACTOR, Budget, key_name
 from .torch_objects import TorchSize
 
 MAX_DEPTH = 200
@@ -16,14 +17,34 @@ def _is_leaf(obj: Any) -> bool:
     return hasattr(obj, "read") and hasattr(obj, "tie_key") or isinstance(obj, Unconvertible)
 
 
+def _is_container(obj: Any) -> bool:
+    return isinstance(obj, (dict, list, tuple)) and not isinstance(obj, TorchSize)
+
+
 def _children(obj: Any) -> list[tuple[str, Any]] | None:
     if isinstance(obj, dict):
         # str and int keys name children; any other key (a tuple...) is kept visible by repr
-        return [(k if isinstance(k, str) else str(k) if isinstance(k, int) else repr(k), v)
-                for k, v in obj.items()]
-    if isinstance(obj, (list, tuple)) and not isinstance(obj, TorchSize):
-        return [(str(i), v) for i, v in enumerate(obj)]
+        return [(key_name(k), settle(v)) for k, v in obj.items()]
+    if _is_container(obj):
+        return [(str(i), settle(v)) for i, v in enumerate(obj)]
     return None
+
+
+def distinct_entries(tree: Any) -> int:
+    """Container entries in the tree counting each container once, however often it is shared:
+    what the file really holds, and linear in its size."""
+    seen: set[int] = set()
+    pending = [tree]
+    entries = 0
+    while pending:
+        node = pending.pop()
+        if not _is_container(node) or id(node) in seen:
+            continue
+        seen.add(id(node))
+        values = node.values() if isinstance(node, dict) else node
+        entries += len(values)
+        pending.extend(values)
+    return entries
 
 
 def select(tree: Any, key: str) -> Any:
@@ -32,7 +53,7 @@ def select(tree: Any, key: str) -> Any:
     Dict keys may themselves contain dots, so at each level the longest key matching the front
     of the remaining path wins.
     """
-    node, rest, walked = tree, key, []
+    node, rest, walked = settle(tree), key, []
     while rest:
         children = _children(node)
         if children is None:
@@ -49,7 +70,7 @@ def select(tree: Any, key: str) -> Any:
             break
     if rest:
         where = ".".join(walked) or "the top level"
-        options = sorted(dict(_children(node) or []))[:10]
+        options = [short_name(n) for n in sorted(dict(_children(node) or []))[:10]]
         raise ConversionError(
             f"--key {key!r}: no entry {rest!r} under {where}; it has {options}", key=key
         )
@@ -57,11 +78,22 @@ def select(tree: Any, key: str) -> Any:
 
 
 def is_leaf(obj: Any) -> bool:
-    return _is_leaf(obj)
+    return _is_leaf(settle(obj))
 
 
-def flatten(tree: Any, prefix: str = "") -> tuple[dict[str, Any], list[str]]:
-    """(name -> tensor leaf, names of skipped non-tensor leaves), in the tree's own order."""
+def flatten(tree: Any, prefix: str = "", budget: Budget | None = None) -> tuple[dict[str, Any], list[str]]:
+    """(name -> tensor leaf, names of skipped non-tensor leaves), in the tree's own order.
+
+    A container shared by several parents (a pickle memo reference) is walked once per path,
+    as each path names its own tensors; to keep a few hundred bytes of memo references from
+    describing 2**40 paths, the walk may visit at most WALK_FACTOR times the entries the tree
+    really holds (plus WALK_ALLOWANCE), and the names it builds are charged to ``budget``.
+    """
+    tree = settle(tree)
+    budget = budget if budget is not None else Budget("checkpoint", 0)
+    distinct = distinct_entries(tree)
+    allowed = WALK_FACTOR * distinct + WALK_ALLOWANCE
+    walked = 0
     tensors: dict[str, Any] = {}
     skipped: list[str] = []
     stack: list[tuple[str, Any, int]] = [(prefix, tree, 0)]
@@ -70,7 +102,7 @@ def flatten(tree: Any, prefix: str = "") -> tuple[dict[str, Any], list[str]]:
         if _is_leaf(node):
             final = name or SINGLE_TENSOR_NAME
             if final in tensors:
-                raise ConversionError(f"two tensors flatten to the same name {final!r}", tensor=final)
+                raise ConversionError(f"two tensors flatten to the same name {short_name(final)!r}", tensor=final)
             tensors[final] = node
             continue
         children = _children(node)
@@ -79,10 +111,27 @@ def flatten(tree: Any, prefix: str = "") -> tuple[dict[str, Any], list[str]]:
                 skipped.append(name)
             continue
         if depth >= MAX_DEPTH:
-            raise CorruptCheckpoint(f"containers nested deeper than {MAX_DEPTH} levels at {name!r} (a cycle?)")
+            raise CorruptCheckpoint(
+                f"containers nested deeper than {MAX_DEPTH} levels at {short_name(name)!r} (a cycle?)"
+            )
+        walked += len(children)
+        if walked > allowed:
+            raise ConversionLimitExceeded(
+                f"{budget.label}: its containers are shared so often that flattening them would "
+                f"visit more than {allowed:,} entries, though it holds only {distinct:,} distinct "
+                f"ones (a shared-reference bomb?): refusing",
+                limit="flatten entries",
+                requested=walked,
+                allowed=allowed,
+            )
         for child, value in reversed(children):
+            budget.charge(len(name) + 1 + len(child), "flattened tensor names")
             stack.append((f"{name}.{child}" if name else child, value, depth + 1))
     return tensors, skipped
+
+
+def short_name(name: str) -> str:
+    return name if len(name) <= 200 else f"{name[:100]}...{name[-60:]}"
 
 
 def drop_tied(tensors: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:

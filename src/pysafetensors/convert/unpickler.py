@@ -6,14 +6,18 @@ a method here:
 - ``GLOBAL``/``STACK_GLOBAL`` resolve names only through the caller's ``allowlist`` (nothing is
   imported); ``INST``, ``OBJ`` and ``EXT1/2/4`` are refused outright.
 - ``REDUCE``/``NEWOBJ``/``NEWOBJ_EX`` call only :class:`Allowed` stand-ins from that table.
-- ``BUILD`` is accepted only on plain dicts (``OrderedDict`` attributes such as torch's
-  ``_metadata``), and its state is dropped.
+- ``BUILD`` is accepted on plain dicts (``OrderedDict`` attributes such as torch's
+  ``_metadata``), whose state is dropped, and on our own :class:`Buildable` stand-ins (numpy
+  arrays and dtypes), which validate it.
 - ``APPEND(S)``/``SETITEM(S)``/``ADDITEMS`` only touch built-in lists, dicts and sets, so no
   ``append``/``extend``/``__setitem__`` of a foreign object is ever looked up.
 
 Every refusal is an :class:`UnsafePickle` naming the global or opcode and its byte position.
-The pickle data is bounded: reads never go past ``limit`` bytes, so a forged length cannot make
-it allocate more than the file holds.
+The pickle's cost is bounded (see :mod:`.limits`): reads never go past ``limit`` bytes, so a
+forged length cannot make it allocate more than the file holds; every allowlisted call is
+charged the size of its arguments (and ``bytearray(n)`` its ``n``) to the source's
+:class:`~.limits.Budget` before it runs; dict keys and set elements are checked before they
+are hashed.
 """
 
 from __future__ import annotations
@@ -21,20 +25,42 @@ from __future__ import annotations
 import _compat_pickle
 import io
 import pickle
+import struct
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, BinaryIO, ClassVar
 
 from ..errors import CorruptCheckpoint, SafetensorError, UnsafePickle
+from .limits import Budget, short_repr
 
 
 @dataclass(frozen=True)
 class Allowed:
-    """A callable the pickle may invoke by REDUCE/NEWOBJ: our own stand-in for a real global."""
+    """A callable the pickle may invoke by REDUCE/NEWOBJ: our own stand-in for a real global.
+
+    With ``takes_budget`` it is called as ``function(budget, *args)``, to charge what it is
+    about to allocate or to check the keys it is about to hash.
+    """
 
     qualname: str
     function: Callable[..., Any]
+    takes_budget: bool = False
+
+
+class Buildable:
+    """Base of our stand-ins that accept BUILD (a ``__setstate__``): ``build`` validates the state."""
+
+    def build(self, state: Any) -> None:
+        raise NotImplementedError
+
+
+_SIZED = (str, bytes, bytearray, tuple, list, dict, set, frozenset)
+
+
+def argument_cost(args: tuple[Any, ...]) -> int:
+    """What a call may allocate or walk in proportion to its arguments (their lengths)."""
+    return sum(len(a) for a in args if isinstance(a, _SIZED))
 
 
 class _BoundedReader:
@@ -94,9 +120,11 @@ class RestrictedUnpickler(_PyUnpickler):
         persistent_load: Callable[[Any], Any] | None = None,
         refused: Mapping[tuple[str, str], Callable[[str, int], SafetensorError]] | None = None,
         where: str = "pickle",
+        budget: Budget | None = None,
     ) -> None:
         self._reader = _BoundedReader(file, limit)
         super().__init__(self._reader, encoding="ASCII", fix_imports=True)
+        self._budget = budget if budget is not None else Budget(where, limit)
         self._allowlist = allowlist
         self._refused = refused or {}
         self._persistent = persistent_load
@@ -189,16 +217,19 @@ class RestrictedUnpickler(_PyUnpickler):
 
     def persistent_load(self, pid: Any) -> Any:
         if self._persistent is None:
-            raise self._unsafe(f"persistent id {pid!r}")
+            raise self._unsafe(f"persistent id {short_repr(pid)}")
         return self._persistent(pid)
 
     # --- guarded opcodes --------------------------------------------------------------------
     def _call(self, func: Any, args: Any) -> Any:
         if not isinstance(func, Allowed):
-            raise self._unsafe(f"a call to {type(func).__name__} object {_short(func)}")
+            raise self._unsafe(f"a call to {type(func).__name__} object {short_repr(func)}")
         if not isinstance(args, tuple):
             raise self._unsafe(f"a call to {func.qualname} with non-tuple arguments")
+        self._budget.charge(argument_cost(args), f"a call to {func.qualname} at byte {self._op_pos}")
         try:
+            if func.takes_budget:
+                return func.function(self._budget, *args)
             return func.function(*args)
         except SafetensorError:
             raise
@@ -228,12 +259,37 @@ class RestrictedUnpickler(_PyUnpickler):
         self.append(self._call(cls, args))
 
     def load_build(self) -> None:
-        self.stack.pop()  # the state: dropped
+        state = self.stack.pop()
         inst = self.stack[-1]
+        if isinstance(inst, Buildable):
+            inst.build(state)
+            return
         # torch's state dicts are OrderedDicts carrying a `_metadata` attribute (module
         # versions): accepted on dicts, and dropped, since it is not tensor data.
         if type(inst) not in (dict, OrderedDict):
             raise self._unsafe(f"BUILD (__setstate__) on a {type(inst).__name__} object")
+
+    def load_bytearray8(self) -> None:
+        # The base class allocates the declared length before reading: read first, so a
+        # forged length cannot allocate more than the pickle holds.
+        (size,) = struct.unpack("<Q", self.read(8))
+        data = self.read(size)
+        if len(data) != size:
+            raise EOFError(f"BYTEARRAY8 declares {size:,} bytes but the pickle holds {len(data):,}")
+        self._budget.charge(size, f"BYTEARRAY8 at byte {self._op_pos}")
+        self.append(bytearray(data))
+
+    def load_dict(self) -> None:
+        items = self.pop_mark()
+        if len(items) % 2:
+            raise pickle.UnpicklingError("DICT with an odd number of items")
+        self._budget.check_keys(items[0::2])
+        self.append({items[i]: items[i + 1] for i in range(0, len(items), 2)})
+
+    def load_frozenset(self) -> None:
+        items = self.pop_mark()
+        self._budget.check_keys(items)
+        self.append(frozenset(items))
 
     def _refuse_opcode(self) -> None:
         raise self._unsafe(f"opcode {self._op}")
@@ -267,11 +323,14 @@ class RestrictedUnpickler(_PyUnpickler):
     def load_setitem(self) -> None:
         value = self.stack.pop()
         key = self.stack.pop()
-        self._dict_target()[key] = value
+        target = self._dict_target()
+        self._budget.check_key(key)
+        target[key] = value
 
     def load_setitems(self) -> None:
         items = self.pop_mark()
         target = self._dict_target()
+        self._budget.check_keys(items[0:len(items) - 1:2])
         for i in range(0, len(items) - 1, 2):
             target[items[i]] = items[i + 1]
 
@@ -280,12 +339,8 @@ class RestrictedUnpickler(_PyUnpickler):
         target = self.stack[-1]
         if type(target) is not set:
             raise self._unsafe(f"ADDITEMS on a {type(target).__name__} object")
+        self._budget.check_keys(items)
         target.update(items)
-
-
-def _short(obj: Any) -> str:
-    text = repr(obj)
-    return text if len(text) <= 60 else text[:57] + "..."
 
 
 _D = RestrictedUnpickler.dispatch
@@ -298,6 +353,9 @@ _D[pickle.APPENDS[0]] = RestrictedUnpickler.load_appends
 _D[pickle.SETITEM[0]] = RestrictedUnpickler.load_setitem
 _D[pickle.SETITEMS[0]] = RestrictedUnpickler.load_setitems
 _D[pickle.ADDITEMS[0]] = RestrictedUnpickler.load_additems
+_D[pickle.BYTEARRAY8[0]] = RestrictedUnpickler.load_bytearray8
+_D[pickle.DICT[0]] = RestrictedUnpickler.load_dict
+_D[pickle.FROZENSET[0]] = RestrictedUnpickler.load_frozenset
 _D[pickle.INST[0]] = RestrictedUnpickler._refuse_inst
 for _op in (pickle.OBJ, pickle.EXT1, pickle.EXT2, pickle.EXT4):
     _D[_op[0]] = RestrictedUnpickler._refuse_opcode
@@ -314,8 +372,13 @@ def restricted_load(
     refused: Mapping[tuple[str, str], Callable[[str, int], SafetensorError]] | None = None,
     limit: int | None = None,
     where: str = "pickle",
+    budget: Budget | None = None,
 ) -> Any:
-    """Unpickle one object from bytes or a file (read from its current position)."""
+    """Unpickle one object from bytes or a file (read from its current position).
+
+    ``budget`` is the source's (shared by every pickle of one file); without one, the pickle
+    gets its own, sized by ``limit``.
+    """
     file: BinaryIO = io.BytesIO(data) if isinstance(data, (bytes, bytearray, memoryview)) else data
     if limit is None:
         here = file.tell()
@@ -323,6 +386,6 @@ def restricted_load(
         file.seek(here)
     unpickler = RestrictedUnpickler(
         file, limit=limit, allowlist=allowlist, persistent_load=persistent_load,
-        refused=refused, where=where,
+        refused=refused, where=where, budget=budget,
     )
     return unpickler.load()

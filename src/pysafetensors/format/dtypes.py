@@ -7,6 +7,7 @@ torch attribute name, and the ``TensorSpec`` constructor name upstream accepts.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 
 from ..errors import UnknownDtype
@@ -21,6 +22,9 @@ class DType:
     torch: str | None
     spec_name: str | None
     kind: str  # "bool", "int", "uint", "float", "complex"
+    # One element of the torch/TensorSpec type holds two values of this dtype (F4 as
+    # ``float4_e2m1fn_x2``): those shapes have the last dimension halved.
+    paired: bool = False
 
     def __hash__(self) -> int:
         # The code identifies a dtype; the generated hash would hash all seven fields on
@@ -41,11 +45,39 @@ class DType:
         """Bytes that ``nelements`` elements take in a file (sub-byte dtypes packed)."""
         return nelements * self.bits // 8
 
+    @property
+    def dlpack_native(self) -> bool:
+        """Whether numpy (and so DLPack) has this type natively; the others (bfloat16, the
+        float8/float6/float4 kinds) are ml_dtypes types that cross DLPack only as raw bits."""
+        return self.numpy.startswith("numpy:")
+
+    def file_shape(self, paired_shape: tuple[int, ...]) -> tuple[int, ...] | None:
+        """The file shape of a tensor whose torch/TensorSpec shape is ``paired_shape``.
+
+        For a paired dtype the last dimension doubles; a 0-d paired tensor holds two values no
+        file shape can give back as 0-d: None.  Other dtypes: the shape itself.
+        """
+        if not self.paired:
+            return paired_shape
+        if not paired_shape:
+            return None
+        return paired_shape[:-1] + (paired_shape[-1] * 2,)
+
+    def paired_shape(self, file_shape: tuple[int, ...]) -> tuple[int, ...] | None:
+        """The torch/TensorSpec shape of a file tensor (the inverse of ``file_shape``).
+
+        None when a paired dtype's file shape is 0-d or has an odd last dimension."""
+        if not self.paired:
+            return file_shape
+        if not file_shape or file_shape[-1] % 2:
+            return None
+        return file_shape[:-1] + (file_shape[-1] // 2,)
+
 
 # rank = position in upstream's Dtype enum; files are written highest rank first.
 _TABLE = (
     DType("BOOL", 8, 0, "numpy:bool_", "bool", "bool", "bool"),
-    DType("F4", 4, 1, "ml_dtypes:float4_e2m1fn", "float4_e2m1fn_x2", "float4_e2m1fn_x2", "float"),
+    DType("F4", 4, 1, "ml_dtypes:float4_e2m1fn", "float4_e2m1fn_x2", "float4_e2m1fn_x2", "float", paired=True),
     DType("F6_E2M3", 6, 2, "ml_dtypes:float6_e2m3fn", None, "float6_e2m3fn", "float"),
     DType("F6_E3M2", 6, 3, "ml_dtypes:float6_e3m2fn", None, "float6_e3m2fn", "float"),
     DType("U8", 8, 4, "numpy:uint8", "uint8", "uint8", "uint"),
@@ -70,6 +102,7 @@ _TABLE = (
 
 BY_CODE: dict[str, DType] = {d.code: d for d in _TABLE}
 BY_SPEC_NAME: dict[str, DType] = {d.spec_name: d for d in _TABLE if d.spec_name}
+BY_TORCH_NAME: dict[str, DType] = {d.torch: d for d in _TABLE if d.torch}
 CODES: tuple[str, ...] = tuple(d.code for d in _TABLE)
 
 # Upstream's TensorSpec names, in its error message order.
@@ -105,3 +138,49 @@ def by_spec_name(name: str) -> DType:
             "float6_e2m3fn, float6_e3m2fn",
             dtype=name,
         ) from None
+
+
+def by_name(name: str) -> DType:
+    """The dtype for any name the writers accept: a code (``"F32"``), a TensorSpec or torch
+    attribute name (``"float32"``, ``"float4_e2m1fn_x2"``) or a numpy type name (``"bool_"``,
+    ``"float4_e2m1fn"``); upstream's "Unknown dtype" wording otherwise."""
+    found = BY_CODE.get(name) or BY_SPEC_NAME.get(name) or BY_TORCH_NAME.get(name) if isinstance(name, str) else None
+    if found is None and isinstance(name, str):
+        found = next((d for d in _TABLE if d.numpy.partition(":")[2] in (name, name + "_")), None)
+    return found if found is not None else by_spec_name(name)
+
+
+def reverse_table(forward: Callable[[DType], Hashable | None]) -> dict[Hashable, DType]:
+    """Framework dtype -> format dtype, built from a framework's forward mapping.
+
+    ``forward`` gives the framework's dtype for each format dtype, or None where it has none;
+    where two format dtypes map to one framework dtype the first in table order wins.
+    """
+    table: dict[Hashable, DType] = {}
+    for d in _TABLE:
+        theirs = forward(d)
+        if theirs is not None:
+            table.setdefault(theirs, d)
+    return table
+
+
+# Buffer-protocol (struct module) format characters -> dtype, for buffers that carry their
+# element type (numpy arrays, array.array, memoryview.cast, ctypes arrays).
+_STRUCT_KINDS = {"?": "BOOL", "b": "I", "h": "I", "i": "I", "l": "I", "q": "I", "n": "I",
+                 "B": "U", "H": "U", "I": "U", "L": "U", "Q": "U", "N": "U", "e": "F", "f": "F", "d": "F"}
+
+
+def by_buffer_format(fmt: str, itemsize: int) -> DType | None:
+    """The dtype of a buffer's struct format (``memoryview.format``) and item size.
+
+    ``"B"`` (bytes, bytearray) is U8.  None for formats safetensors has no dtype for
+    (structs, pointers, big-endian ``>``/``!`` data, which must be byte-swapped first).
+    """
+    if fmt[:1] in "<=@":
+        fmt = fmt[1:]
+    if fmt == "Zf":
+        return BY_CODE["C64"]
+    kind = _STRUCT_KINDS.get(fmt)
+    if kind is None:
+        return None
+    return BY_CODE["BOOL"] if kind == "BOOL" else BY_CODE.get(f"{kind}{8 * itemsize}")

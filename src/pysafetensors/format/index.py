@@ -1,19 +1,29 @@
-"""Sharded checkpoints, Hugging Face layout: the index JSON, shard names, shard planning.
+"""Sharded checkpoints, Hugging Face layout: the index JSON, shard names, shard planning, and
+the rule that says whether a shard agrees with its index.
 
 PURE: stdlib only.  ``model.safetensors.index.json`` is
 ``{"metadata": {"total_size": <tensor bytes>, ...}, "weight_map": {tensor: shard file}}``,
 written with sorted keys, indent 2 and a trailing newline, as transformers writes it.
+
+A checkpoint saved here also carries a random checkpoint id, in the index's ``metadata`` and in
+every shard's ``__metadata__`` (``CHECKPOINT_ID_KEY``): a shard whose id differs from the
+index's was written by another save, so a set mixed by an interrupted or concurrent save is
+detected rather than read.  Checkpoints without ids (transformers, huggingface_hub) agree as
+long as neither side has one.
 """
 
 from __future__ import annotations
 
 import json
 import re
+import urllib.parse
 from collections.abc import Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 from ..errors import InvalidIndex
+from .layout import unique_by_name
 
 SUFFIX = ".safetensors"
 INDEX_SUFFIX = ".index.json"
@@ -32,6 +42,10 @@ _UNITS = {
     "GIB": 2**30,
     "TIB": 2**40,
 }
+# The checkpoint id's key in the index's metadata and in each shard's header metadata.  It is
+# bookkeeping, not user metadata: readers leave it out of the metadata they present.
+CHECKPOINT_ID_KEY = "pysafetensors.checkpoint_id"
+
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*([A-Za-z]*)\s*$")
 _DRIVE = re.compile(r"^[A-Za-z]:")
 
@@ -60,21 +74,26 @@ def parse_size(size: int | str) -> int:
 
 
 def validate_shard_name(name: Any, index_name: str = "index") -> str:
-    """Return ``name`` if it is a plain ``*.safetensors`` file name in the index's directory."""
+    """Return ``name`` if it is a plain ``*.safetensors`` file name in the index's directory.
+
+    The rules hold for the name as written and once percent-decoded: a server resolves
+    ``%2e%2e%2fsecret.safetensors`` to ``../secret.safetensors``.
+    """
 
     def bad(why: str) -> InvalidIndex:
         return InvalidIndex(f"{index_name}: unsafe shard name {name!r}: {why}", shard=name)
 
     if not isinstance(name, str) or not name:
         raise bad("not a non-empty string")
-    if "\x00" in name:
-        raise bad("contains a NUL byte")
-    if name.startswith(("/", "\\")) or _DRIVE.match(name):
-        raise bad("absolute paths are not allowed")
-    if ".." in re.split(r"[\\/]", name):
-        raise bad("'..' is not allowed")
-    if "/" in name or "\\" in name:
-        raise bad("shards must be in the same directory as the index")
+    for form, how in ((name, ""), (urllib.parse.unquote(name), " (percent-decoded)")):
+        if "\x00" in form:
+            raise bad("contains a NUL byte" + how)
+        if form.startswith(("/", "\\")) or _DRIVE.match(form):
+            raise bad("absolute paths are not allowed" + how)
+        if ".." in re.split(r"[\\/]", form):
+            raise bad("'..' is not allowed" + how)
+        if "/" in form or "\\" in form:
+            raise bad("shards must be in the same directory as the index" + how)
     if not name.endswith(SUFFIX) or name == SUFFIX:
         raise bad(f"shard files must end in {SUFFIX}")
     return name
@@ -90,23 +109,151 @@ class ShardIndex:
     @property
     def shards(self) -> list[str]:
         """Shard file names, sorted (so model-00001-of-N comes first)."""
-        return sorted(set(self.weight_map.values()))
+        return sorted(self._by_shard)
 
     def tensors_in(self, shard: str) -> list[str]:
-        return sorted(k for k, v in self.weight_map.items() if v == shard)
+        """The tensors the weight map puts in ``shard``, sorted."""
+        return list(self._by_shard.get(shard, ()))
+
+    @cached_property
+    def _by_shard(self) -> dict[str, tuple[str, ...]]:
+        # Built once: checking every shard of a large index would otherwise scan the whole
+        # weight map per shard.
+        groups: dict[str, list[str]] = {}
+        for tensor, shard in self.weight_map.items():
+            groups.setdefault(shard, []).append(tensor)
+        return {shard: tuple(sorted(names)) for shard, names in groups.items()}
+
+    @property
+    def checkpoint_id(self) -> str | None:
+        """The id of the save that wrote this index, or None (written elsewhere)."""
+        value = self.metadata.get(CHECKPOINT_ID_KEY)
+        return value if isinstance(value, str) else None
+
+    @property
+    def user_metadata(self) -> dict[str, Any]:
+        """The index's metadata without the checkpoint id (``total_size`` and user entries)."""
+        return without_checkpoint_id(self.metadata) or {}
+
+
+def without_checkpoint_id(metadata: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """``metadata`` without the checkpoint id; None when nothing else is left."""
+    if metadata is None:
+        return None
+    out = {k: v for k, v in metadata.items() if k != CHECKPOINT_ID_KEY}
+    return out or None
+
+
+@dataclass(frozen=True)
+class ShardCheck:
+    """How one shard agrees with its index (``check_shard``)."""
+
+    shard: str
+    missing: tuple[str, ...] = ()  # mapped to this shard, absent from it
+    unmapped: tuple[str, ...] = ()  # in this shard, absent from the weight map
+    elsewhere: tuple[str, ...] = ()  # in this shard, mapped to another shard
+    index_id: str | None = None
+    shard_id: str | None = None
+
+    @property
+    def mixed(self) -> bool:
+        """The shard was written by another save than the index (their checkpoint ids differ)."""
+        return self.index_id != self.shard_id
+
+    @property
+    def ignored(self) -> tuple[str, ...]:
+        """Tensors in the shard that are not read from it (not mapped here)."""
+        return self.unmapped + self.elsewhere
+
+    def describe_mixed(self, index_name: str) -> str:
+        def show(v: str | None) -> str:
+            return repr(v) if v is not None else "none"
+
+        return (
+            f"{index_name}: shard {self.shard} was written by another save than the index "
+            f"(checkpoint id {show(self.shard_id)} in the shard, {show(self.index_id)} in the index): "
+            "a mixed set, from an interrupted or concurrent save; save the checkpoint again"
+        )
+
+    def describe_missing(self, index_name: str) -> str:
+        shown = ", ".join(repr(n) for n in self.missing[:5]) + (" ..." if len(self.missing) > 5 else "")
+        return (
+            f"{index_name}: the index maps {len(self.missing)} tensor(s) to {self.shard}, "
+            f"which does not contain them: {shown}"
+        )
+
+    def describe_ignored(self, index_name: str) -> str:
+        parts = []
+        if self.unmapped:
+            parts.append(f"{len(self.unmapped)} not in the weight map ({_show(self.unmapped)})")
+        if self.elsewhere:
+            parts.append(f"{len(self.elsewhere)} mapped to another shard ({_show(self.elsewhere)})")
+        return f"{index_name}: shard {self.shard} holds tensors the index does not map to it, left out: " + "; ".join(parts)
+
+
+def _show(names: tuple[str, ...]) -> str:
+    return ", ".join(repr(n) for n in names[:5]) + (" ..." if len(names) > 5 else "")
+
+
+def check_shard(
+    index: ShardIndex, shard: str, tensor_names: Iterable[str], shard_metadata: Mapping[str, str] | None
+) -> ShardCheck:
+    """Compare one shard's header (its tensor names and metadata) with the index.
+
+    The one rule every reader of sharded checkpoints applies (safe_open, the CLI, validate,
+    distributed loading): a mapped tensor the shard lacks is an error, a shard from another
+    save (checkpoint ids differ) is an error, and tensors the index does not map to this shard
+    are not read from it (callers warn).
+    """
+    present = list(tensor_names)
+    present_set = set(present)
+    weight_map = index.weight_map
+    missing = tuple(n for n in index.tensors_in(shard) if n not in present_set)
+    unmapped = tuple(n for n in present if n not in weight_map)
+    elsewhere = tuple(n for n in present if n in weight_map and weight_map[n] != shard)
+    shard_id = (shard_metadata or {}).get(CHECKPOINT_ID_KEY)
+    return ShardCheck(shard, missing, unmapped, elsewhere, index.checkpoint_id, shard_id)
+
+
+# A JSON object's keys, remembering the first duplicate (the index must name each tensor once).
+class _Pairs(dict):  # type: ignore[type-arg]
+    duplicate: tuple[str, Any, Any] | None = None
+
+
+def _pairs_hook(pairs: list[tuple[str, Any]]) -> _Pairs:
+    obj = _Pairs()
+    for key, value in pairs:
+        if key in obj and obj.duplicate is None:
+            obj.duplicate = (key, obj[key], value)
+        obj[key] = value
+    return obj
 
 
 def parse_index(data: bytes | str, name: str = "index") -> ShardIndex:
-    """Parse and validate an index file's contents."""
+    """Parse and validate an index file's contents.
+
+    A key given twice in the index object or its ``weight_map`` is an error (which shard holds
+    the tensor would depend on the parser), and so is JSON nested too deeply to parse.
+    """
     try:
-        obj = json.loads(data)
+        obj = json.loads(data, object_pairs_hook=_pairs_hook)
+    except RecursionError:
+        raise InvalidIndex(f"{name}: JSON nested too deeply to parse (not an index)") from None
     except (ValueError, UnicodeDecodeError) as e:
         raise InvalidIndex(f"{name}: not valid JSON: {e}") from e
+    if isinstance(obj, _Pairs) and obj.duplicate is not None:
+        raise InvalidIndex(f"{name}: key {obj.duplicate[0]!r} appears twice in the index object")
     if not isinstance(obj, dict):
         raise InvalidIndex(f"{name}: expected a JSON object, found {type(obj).__name__}")
     weight_map = obj.get("weight_map")
     if not isinstance(weight_map, dict):
         raise InvalidIndex(f"{name}: 'weight_map' must be an object of tensor name -> shard file")
+    if isinstance(weight_map, _Pairs) and weight_map.duplicate is not None:
+        tensor, first, second = weight_map.duplicate
+        raise InvalidIndex(
+            f"{name}: tensor {tensor!r} appears twice in the weight map ({first!r} and {second!r})",
+            tensor=tensor,
+        )
     metadata = obj.get("metadata")
     metadata = {} if metadata is None else metadata
     if not isinstance(metadata, dict):
@@ -155,6 +302,15 @@ def shard_name_pattern(basename: str = "model", variant: str | None = None) -> r
     return re.compile(rf"^{stem}-\d{{5}}-of-\d{{5}}{re.escape(SUFFIX)}$")
 
 
+_ANY_SHARD = re.compile(rf"-(\d{{5}})-of-(\d{{5}}){re.escape(SUFFIX)}$")
+
+
+def shard_position(file_name: str) -> tuple[int, int] | None:
+    """(k, n) for a Hugging Face shard name ``...-0000k-of-0000n.safetensors``, else None."""
+    m = _ANY_SHARD.search(file_name)
+    return (int(m.group(1)), int(m.group(2))) if m else None
+
+
 # --- planning ---------------------------------------------------------------------------
 
 
@@ -172,11 +328,7 @@ def plan_shards(
     groups: dict[Hashable, list[str]] = {}
     sizes: dict[str, int] = {}  # first member -> group size
     order: list[str] = []  # first members in key order
-    seen: set[str] = set()
-    for name, nbytes, storage in entries:
-        if name in seen:
-            raise ValueError(f"tensor name {name!r} appears twice")
-        seen.add(name)
+    for name, nbytes, storage in unique_by_name(entries, lambda e: e[0]).values():
         key: Hashable = ("name", name) if storage is None else ("storage", storage)
         if key in groups:
             groups[key].append(name)

@@ -1,16 +1,38 @@
-"""Byte sources (where a file's bytes come from) and sinks (where written bytes go)."""
+"""Byte sources (where a file's bytes come from) and sinks (where written bytes go).
 
+:func:`open_source` is the one way from a path, URL, bytes, file object or source to a
+:class:`ByteSource`; every loader goes through it.  The capability protocols a source may
+also implement are in :mod:`pysafetensors.io.protocols`.
+"""
+
+from .protocols import (
+    Advisable,
+    ByteSource,
+    ParallelReadable,
+    RangedReadable,
+    ResidencyAware,
+    ViewSource,
+    capabilities,
+)
 from .sinks import AtomicFileSink, BytesSink, Sink
-from .sources import ByteSource, FileObjectSource, MemorySource, MmapSource, PreadSource, open_source
+from .sources import BACKENDS, FileObjectSource, MemorySource, MmapSource, PreadSource, check_backend, open_source
 
 __all__ = [
+    "BACKENDS",
+    "Advisable",
     "AtomicFileSink",
     "ByteSource",
     "BytesSink",
     "FileObjectSource",
     "MemorySource",
     "MmapSource",
+    "ParallelReadable",
     "PreadSource",
+    "RangedReadable",
+    "ResidencyAware",
     "Sink",
+    "ViewSource",
+    "capabilities",
+    "check_backend",
     "open_source",
 ]

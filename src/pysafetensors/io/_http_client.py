@@ -1,144 +1,370 @@
-"""A small stdlib HTTP client for ranged GETs: redirects, no credential leaks, keep-alive.
+"""HTTP for :class:`~pysafetensors.io.remote.HTTPSource`, through urllib3.
 
-The first request goes through urllib (proxies, redirects).  When the final URL needs no
-proxy, later requests reuse keep-alive connections to it (a TLS handshake per tensor would
-otherwise dominate); a redirect or 401/403 there (an expired signed URL) sends the client
-back through the original URL.  Errors >= 400 surface as ``urllib.error.HTTPError`` either way.
+urllib3's ``PoolManager`` keeps keep-alive connections per origin (a TLS handshake per tensor
+would otherwise dominate), follows redirects and retries connection failures and 408/429/5xx
+replies with backoff and ``Retry-After``.  This module adds the rules urllib3 leaves to its
+caller:
+
+- **Credentials stay with their origin.** ``Authorization`` (from ``token=``, ``headers=`` or a
+  ``user:pass@`` URL), ``Cookie``, ``Proxy-Authorization`` and every header the caller passed
+  in ``headers=`` are dropped when a redirect changes the scheme, host or port.
+- **No silent downgrade.** A redirect from ``https://`` to ``http://`` is refused unless
+  ``allow_insecure_redirect=True`` (and then it is followed without those headers).
+- **Bounded waits on the way.** ``Retry-After`` is capped at :data:`RETRY_AFTER_CAP` seconds, and
+  the body of a reply that is retried or redirected is only drained for reuse when it is small.
+- **The resolved URL is reused.** After a redirect (the Hub sends reads to a CDN) later
+  requests go straight to the final URL; a redirect, 401 or 403 there (an expired signed URL)
+  sends the client back through the original URL.
 """
 
 from __future__ import annotations
 
+import base64
+import contextlib
 import http.client
 import io
-import ssl
-import threading
-import urllib.error
+import logging
+import os
+import re
+import socket
+import time
 import urllib.parse
 import urllib.request
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-_MAX_IDLE = 16
-_CREDENTIALS = ("authorization", "cookie", "proxy-authorization")
+import urllib3
+import urllib3.connection
+from urllib3.exceptions import MaxRetryError
+from urllib3.util.retry import Retry
+
+from .redact import redact_url
+
+RETRY_STATUS = frozenset({408, 425, 429, 500, 502, 503, 504})
+CREDENTIAL_HEADERS = frozenset({"authorization", "cookie", "proxy-authorization"})
+MAX_REDIRECTS = 10
+RETRY_AFTER_CAP = 10.0  # seconds: a server cannot park a reader with Retry-After: 86400
+BACKOFF_CAP = 10.0
+_DRAIN_LIMIT = 64 * 1024  # bodies of retried/redirected replies up to this size are read to keep the connection
 
 
-def _strip_credentials(headers: Mapping[str, str]) -> dict[str, str]:
-    return {k: v for k, v in headers.items() if k.lower() not in _CREDENTIALS}
+class InsecureRedirect(MaxRetryError):
+    """An https:// URL redirected to http:// (refused unless allow_insecure_redirect=True)."""
+
+    def __init__(self, pool: Any, url: str, target: str) -> None:
+        super().__init__(pool, url, None)
+        self.target = target
 
 
-class NoAuthAcrossHosts(urllib.request.HTTPRedirectHandler):
-    """Follow redirects (the Hub redirects to a CDN) but never send credentials to another host."""
+class RedirectPolicy(Retry):
+    """urllib3's Retry plus the downgrade rule, the Retry-After cap and bounded draining."""
 
-    def redirect_request(self, req: Any, fp: Any, code: int, msg: str, headers: Any, newurl: str) -> Any:
-        new = super().redirect_request(req, fp, code, msg, headers, newurl)
-        if new is not None and urllib.parse.urlsplit(newurl).netloc != urllib.parse.urlsplit(req.full_url).netloc:
-            for key in list(new.headers):
-                if key.lower() in _CREDENTIALS:
-                    del new.headers[key]
-        return new
+    allow_insecure_redirect = False
+
+    def new(self, **kw: Any) -> Any:
+        fresh = super().new(**kw)
+        fresh.allow_insecure_redirect = self.allow_insecure_redirect
+        return fresh
+
+    def increment(  # type: ignore[override]
+        self,
+        method: str | None = None,
+        url: str | None = None,
+        response: Any = None,
+        error: Exception | None = None,
+        _pool: Any = None,
+        _stacktrace: Any = None,
+    ) -> Any:
+        if response is not None and error is None:
+            location = response.get_redirect_location()
+            if location and url and not self.allow_insecure_redirect:
+                target = urllib.parse.urljoin(url, location)
+                if is_downgrade(url, target):
+                    _discard(response)
+                    raise InsecureRedirect(_pool, url, target)
+            # urllib3 reads the whole body of a reply it retries or redirects (to reuse the
+            # connection): only do that for small bodies, close the connection otherwise.
+            length = response.headers.get("Content-Length", "")
+            if not (length.isdigit() and int(length) <= _DRAIN_LIMIT):
+                _discard(response)
+        return super().increment(method, url, response, error, _pool, _stacktrace)
+
+    def parse_retry_after(self, retry_after: str) -> float:
+        return min(RETRY_AFTER_CAP, super().parse_retry_after(retry_after))
 
 
-def _proxied(url: str) -> bool:
-    parts = urllib.parse.urlsplit(url)
-    proxies = urllib.request.getproxies()
-    return parts.scheme in proxies and not urllib.request.proxy_bypass(parts.hostname or "")
+class _QuietRetries(logging.Filter):
+    """Drops urllib3's records about retries of this module's requests.
+
+    urllib3 warns "Retrying (...) after connection broken by ...: /path?query" on every retry,
+    and Python prints unhandled warnings to stderr: that would put signed URLs' queries on the
+    terminal, and the outcome is reported by the source's own error anyway.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        args = record.args if isinstance(record.args, tuple) else ()
+        return not any(isinstance(a, RedirectPolicy) for a in args)
+
+
+for _name in ("urllib3.connectionpool", "urllib3.util.retry"):
+    logging.getLogger(_name).addFilter(_QuietRetries())
+
+
+def _discard(response: Any) -> None:
+    # close() shuts the connection too, so nothing of the body is read; a half-dead connection
+    # may fail to close, and it is gone either way.
+    with contextlib.suppress(Exception):
+        response.close()
+
+
+def origin(url: str) -> tuple[str, str, int | None]:
+    """(scheme, host, port) with the scheme's default port filled in, as browsers compare them."""
+    p = urllib.parse.urlsplit(url)
+    scheme = p.scheme.lower()
+    try:
+        port = p.port
+    except ValueError:
+        port = None
+    return scheme, (p.hostname or "").lower(), port or {"http": 80, "https": 443}.get(scheme)
+
+
+def is_downgrade(url: str, target: str) -> bool:
+    """True when following ``url`` -> ``target`` leaves TLS (https to http)."""
+    return origin(url)[0] == "https" and origin(target)[0] != "https"
+
+
+def split_userinfo(url: str) -> tuple[str, str | None]:
+    """The URL without ``user:pass@`` and the matching ``Basic`` Authorization value (or None)."""
+    p = urllib.parse.urlsplit(url)
+    if "@" not in p.netloc:
+        return url, None
+    userinfo, _, hostport = p.netloc.rpartition("@")
+    user, _, password = userinfo.partition(":")
+    token = f"{urllib.parse.unquote(user)}:{urllib.parse.unquote(password)}".encode()
+    clean = urllib.parse.urlunsplit((p.scheme, hostport, p.path, p.query, p.fragment))
+    return clean, "Basic " + base64.b64encode(token).decode("ascii")
+
+
+class _ReplyReader(io.RawIOBase):
+    """The socket's raw reader, holding reads to a deadline until the reply's headers are in.
+
+    http.client reads the status line and headers one socket read at a time, each bounded only
+    by the socket timeout: a server sending a byte per second would hold it for weeks.  Here the
+    headers share one deadline; the body's pace is the source's business (``deadline = None``).
+    """
+
+    def __init__(self, sock: socket.socket) -> None:
+        super().__init__()
+        self.sock = sock
+        self.raw = sock.makefile("rb", buffering=0)
+        self.limit = sock.gettimeout()  # urllib3 set it to the read timeout for this request
+        self.deadline: float | None = time.monotonic() + self.limit if self.limit else None
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int | None:
+        if self.deadline is not None:
+            left = self.deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError("the reply's headers missed their deadline")
+            self.sock.settimeout(min(left, self.limit or left))
+        return self.raw.readinto(buffer)
+
+    def close(self) -> None:
+        self.raw.close()
+        super().close()
+
+
+class _Reply(http.client.HTTPResponse):
+    """http.client's response whose status line and headers must arrive within the read timeout."""
+
+    def __init__(self, sock: Any, *args: Any, **kwargs: Any) -> None:
+        self._reader = _ReplyReader(sock)
+        super().__init__(_Makefile(self._reader), *args, **kwargs)  # type: ignore[arg-type]
+
+    def begin(self) -> None:
+        try:
+            super().begin()
+        finally:
+            reader = self._reader
+            reader.deadline = None
+            with contextlib.suppress(OSError):  # the socket may be gone with a failed reply
+                reader.sock.settimeout(reader.limit)
+
+
+class _Makefile:
+    """What http.client.HTTPResponse asks of a socket: ``makefile("rb")``."""
+
+    def __init__(self, reader: _ReplyReader) -> None:
+        self.reader = reader
+
+    def makefile(self, mode: str, *args: Any, **kwargs: Any) -> io.BufferedReader:
+        return io.BufferedReader(self.reader)
+
+
+class _Connection(urllib3.connection.HTTPConnection):
+    response_class = _Reply
+
+
+class _TLSConnection(urllib3.connection.HTTPSConnection):
+    response_class = _Reply
+
+
+class _Pool(urllib3.HTTPConnectionPool):
+    ConnectionCls = _Connection
+
+
+class _TLSPool(urllib3.HTTPSConnectionPool):
+    ConnectionCls = _TLSConnection
+
+
+def _pool_manager(url: str, maxsize: int, verify: bool | str) -> urllib3.PoolManager:
+    tls: dict[str, Any] = {}
+    if verify is False:
+        tls["cert_reqs"] = "CERT_NONE"
+    elif isinstance(verify, str):
+        tls["cert_reqs"] = "CERT_REQUIRED"
+        tls["ca_cert_dir" if os.path.isdir(verify) else "ca_certs"] = verify
+    pool_kw: dict[str, Any] = {"num_pools": 8, "maxsize": max(1, maxsize), "block": False, **tls}
+    p = urllib.parse.urlsplit(url)
+    proxy = urllib.request.getproxies().get(p.scheme.lower())
+    if proxy and not urllib.request.proxy_bypass(p.hostname or ""):
+        if urllib.parse.urlsplit(proxy).scheme.lower() not in ("http", "https"):
+            raise ValueError(f"unsupported proxy {redact_url(proxy)} for {p.scheme}:// URLs (only http(s) proxies)")
+        manager: urllib3.PoolManager = urllib3.ProxyManager(proxy, **pool_kw)
+    else:
+        manager = urllib3.PoolManager(**pool_kw)
+    manager.pool_classes_by_scheme = {"http": _Pool, "https": _TLSPool}
+    return manager
 
 
 class HttpClient:
-    """GETs of one resource with extra headers per request (the Range)."""
+    """Ranged GETs of one resource: the pool, the retry policy and the resolved URL."""
 
-    def __init__(self, url: str, headers: Mapping[str, str], timeout: float) -> None:
-        self.url = url
+    def __init__(
+        self,
+        url: str,
+        headers: Mapping[str, str],
+        *,
+        user_headers: Mapping[str, str] | None = None,
+        retries: int = 4,
+        backoff: float = 0.25,
+        verify: bool | str = True,
+        allow_insecure_redirect: bool = False,
+        maxsize: int = 8,
+    ) -> None:
+        self.url, basic = split_userinfo(url)
         self.headers = dict(headers)
-        self.timeout = timeout
-        self._opener = urllib.request.build_opener(NoAuthAcrossHosts())
-        self._direct: str | None = None  # final URL after redirects, reachable without a proxy
-        self._idle: list[http.client.HTTPConnection] = []
-        self._lock = threading.Lock()
-        self._closed = False
+        if basic and not any(k.lower() == "authorization" for k in self.headers):
+            self.headers["Authorization"] = basic
+        # What never leaves the origin: credentials and anything the caller chose to send.
+        self.private = CREDENTIAL_HEADERS | {k.lower() for k in (user_headers or {})}
+        retries = max(0, int(retries))
+        policy = RedirectPolicy(
+            total=None,
+            connect=retries,
+            read=retries,
+            status=retries,
+            other=0,  # TLS failures and the like do not get better by asking again
+            redirect=MAX_REDIRECTS,
+            status_forcelist=RETRY_STATUS,
+            allowed_methods=frozenset({"GET"}),
+            backoff_factor=backoff,
+            backoff_max=BACKOFF_CAP,
+            backoff_jitter=backoff,
+            raise_on_status=False,
+            raise_on_redirect=True,
+            respect_retry_after_header=True,
+            remove_headers_on_redirect=self.private,
+        )
+        policy.allow_insecure_redirect = allow_insecure_redirect
+        self.policy = policy
+        self._pool = _pool_manager(self.url, maxsize, verify)
+        self._direct: tuple[str, dict[str, str]] | None = None  # resolved URL and the headers it gets
 
-    @contextmanager
-    def get(self, extra: Mapping[str, str]) -> Iterator[Any]:
-        """A response (status < 400) for GET with ``extra`` headers; HTTPError otherwise."""
+    def open(self, extra: Mapping[str, str], retry: Retry, timeout: float) -> Any:
+        """The response (any status, body unread) to GET with ``extra`` headers.
+
+        Raises urllib3's MaxRetryError (InsecureRedirect included) when connecting or
+        redirecting fails for good.  The caller reads the body and calls :meth:`release`.
+        """
+        limits = urllib3.Timeout(connect=timeout, read=timeout)
         direct = self._direct
-        if direct is None:
-            request = urllib.request.Request(self.url, headers={**self.headers, **extra})
-            with self._opener.open(request, timeout=self.timeout) as resp:
-                final = resp.geturl()
-                if urllib.parse.urlsplit(final).scheme in ("http", "https") and not _proxied(final):
-                    self._direct = final
-                yield resp
-            return
-        conn, resp = self._send(direct, extra)
-        reusable = False
-        try:
-            if 300 <= resp.status < 400 or resp.status in (401, 403):
-                # Moved, or a signed redirect target expired: resolve again from the original URL.
-                resp.read()
-                self._direct = None
-                reusable = not resp.will_close
-                self._release(conn, reusable)
-                conn = None
-                with self.get(extra) as again:
-                    yield again
-                return
-            if resp.status >= 400:
-                body = resp.read()
-                reusable = not resp.will_close
-                raise urllib.error.HTTPError(direct, resp.status, resp.reason, resp.headers, io.BytesIO(body))
-            yield resp
-            # Reusable only when the body was read to its end (the reader asks for exact ranges).
-            reusable = resp.isclosed() and not resp.will_close
-        finally:
-            if conn is not None:
-                self._release(conn, reusable)
+        if direct is not None:
+            url, headers = direct
+            resp = self._pool.urlopen(
+                "GET", url, headers={**headers, **extra}, retries=retry, redirect=False,
+                preload_content=False, decode_content=False, timeout=limits,
+            )  # fmt: skip
+            if not (resp.get_redirect_location() or resp.status in (401, 403)):
+                return resp
+            # Moved, or a signed redirect target expired: resolve again from the original URL.
+            self.release(resp, complete=False)
+            self._direct = None
+            retry = resp.retries or retry
+        seen = len(retry.history)
+        resp = self._pool.urlopen(
+            "GET", self.url, headers={**self.headers, **extra}, retries=retry, redirect=True,
+            preload_content=False, decode_content=False, timeout=limits,
+        )  # fmt: skip
+        if resp.status < 400:
+            final = final_url(self.url, resp.retries.history[seen:] if resp.retries else ())
+            if origin(final) == origin(self.url):
+                self._direct = (final, self.headers)
+            else:
+                self._direct = (final, {k: v for k, v in self.headers.items() if k.lower() not in self.private})
+        return resp
 
-    def _send(self, url: str, extra: Mapping[str, str]) -> tuple[Any, Any]:
-        parts = urllib.parse.urlsplit(url)
-        headers = {**self.headers, **extra}
-        if parts.netloc != urllib.parse.urlsplit(self.url).netloc:
-            headers = _strip_credentials(headers)
-        target = urllib.parse.urlunsplit(("", "", parts.path or "/", parts.query, ""))
-        for fresh in (False, True):
-            conn = self._acquire(parts, fresh)
-            try:
-                conn.request("GET", target, headers=headers)
-                return conn, conn.getresponse()
-            except (ConnectionError, http.client.RemoteDisconnected, http.client.CannotSendRequest, BrokenPipeError):
-                conn.close()
-                if fresh:
-                    raise
-                # An idle keep-alive connection the server had closed: try once on a new one.
-            except BaseException:
-                conn.close()
-                raise
-        raise AssertionError("unreachable")
+    @staticmethod
+    def release(resp: Any, complete: bool) -> None:
+        """Give the connection back: kept alive only when its body was read to the end.
 
-    def _acquire(self, parts: urllib.parse.SplitResult, fresh: bool) -> http.client.HTTPConnection:
-        if not fresh:
-            with self._lock:
-                while self._idle:
-                    conn = self._idle.pop()
-                    if (conn.host, conn.port) == (parts.hostname, parts.port or conn.default_port):
-                        return conn
-                    conn.close()
-        if parts.scheme == "https":
-            return http.client.HTTPSConnection(
-                parts.hostname or "", parts.port, timeout=self.timeout, context=ssl.create_default_context()
-            )
-        return http.client.HTTPConnection(parts.hostname or "", parts.port, timeout=self.timeout)
-
-    def _release(self, conn: http.client.HTTPConnection, reusable: bool) -> None:
-        with self._lock:
-            if reusable and not self._closed and len(self._idle) < _MAX_IDLE:
-                self._idle.append(conn)
-                return
-        conn.close()
+        A reply longer than the range asked for (or of unknown length) is cut off: its leftover
+        bytes would otherwise be read as the next reply on that connection.
+        """
+        if not (complete and getattr(resp, "length_remaining", None) == 0):
+            _discard(resp)
+        resp.release_conn()
 
     def close(self) -> None:
-        with self._lock:
-            self._closed = True
-            idle, self._idle = self._idle, []
-        for conn in idle:
-            conn.close()
+        # urllib3 2 closes a forgotten pool only when it is garbage-collected (an error's
+        # traceback can keep it alive for long): close each one now, then forget them.
+        pools = self._pool.pools
+        for key in pools.keys():  # noqa: SIM118 - the container refuses plain iteration
+            with contextlib.suppress(KeyError):
+                pools[key].close()
+        self._pool.clear()
+
+
+class ReplySchedule:
+    """When a reply's body must have arrived: ``timeout`` of grace, then ``min_rate`` bytes/s."""
+
+    def __init__(self, timeout: float, min_rate: float, resp: Any) -> None:
+        self.timeout = timeout
+        self.min_rate = min_rate
+        self.start = time.monotonic()
+        connection = getattr(resp, "connection", None)
+        self.sock = getattr(connection, "sock", None)
+
+    def wait(self, received: int) -> float | None:
+        """Seconds the next socket read may wait; None once the body is behind its schedule."""
+        allowance = self.timeout + (received / self.min_rate if self.min_rate else 0.0)
+        left = self.start + allowance - time.monotonic()
+        return min(self.timeout, left) if left > 0 else None
+
+
+_OBJECT_PREFIX = re.compile(r"<[^<>]* object at 0x[0-9a-f]+>:?\s*|\b\w*(?:Connection|Pool)\([^()]*\):\s*")
+
+
+def describe_error(e: BaseException) -> str:
+    """An exception as one line, without urllib3's ``<... object at 0x...>:`` / ``Pool(host=...):`` prefixes."""
+    return _OBJECT_PREFIX.sub("", str(e)).strip() or type(e).__name__
+
+
+def final_url(url: str, history: Sequence[Any]) -> str:
+    """The URL a chain of redirects (urllib3's retry history) ended at; ``url`` when there was none."""
+    for entry in reversed(history):
+        if entry.redirect_location and entry.url:
+            return urllib.parse.urljoin(entry.url, entry.redirect_location)
+    return url

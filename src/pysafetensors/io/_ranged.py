@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 
 from ..errors import FileClosed, SourceError
 
@@ -87,8 +87,14 @@ class RangedSource:
                 self._fetch_group(g)
             return
         with ThreadPoolExecutor(min(self.max_workers, len(groups))) as pool:
-            for f in [pool.submit(self._fetch_group, g) for g in groups]:
-                f.result()
+            futures = [pool.submit(self._fetch_group, g) for g in groups]
+            done, _ = wait(futures, return_when=FIRST_EXCEPTION)
+            failed = [f for f in futures if f in done and f.exception() is not None]
+            if failed:
+                # The read has failed: groups not started yet are dropped, not fetched in vain.
+                for f in futures:
+                    f.cancel()
+                raise failed[0].exception()  # type: ignore[misc]
 
     def _fetch_group(self, group: list[tuple[int, memoryview]]) -> None:
         if len(group) == 1:

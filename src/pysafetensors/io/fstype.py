@@ -5,6 +5,10 @@ place) kills the process with SIGBUS when a page past the new end is touched.  O
 disk only a process on this machine can do that; on a network or FUSE filesystem any client
 can, and a server or network error on a page fault is also a SIGBUS instead of an ``EIO``.
 ``pread`` turns both into a clean ``SourceError``, so it is the default there.
+
+``PYSAFETENSORS_MOUNTINFO`` names a file in mountinfo format to read instead of
+``/proc/self/mountinfo``: it shows what every loader would choose on another machine's
+mount table, and lets tests place a directory on "NFS".
 """
 
 from __future__ import annotations
@@ -17,10 +21,13 @@ NETWORK_FS_TYPES = frozenset({
     "gpfs", "beegfs", "ocfs2", "gfs2", "davfs", "sshfs", "fuse", "fuseblk",
 })
 MOUNTINFO = "/proc/self/mountinfo"
+MOUNTINFO_ENV = "PYSAFETENSORS_MOUNTINFO"
 
 
 def _unescape(field: str) -> str:
     # mountinfo escapes space, tab, newline and backslash as \ooo octal.
+    if "\\" not in field:
+        return field
     out, i = [], 0
     while i < len(field):
         if field[i] == "\\" and len(field[i + 1 : i + 4]) == 3 and field[i + 1 : i + 4].isdigit():
@@ -45,10 +52,14 @@ def parse_mountinfo(text: str) -> list[tuple[str, str]]:
 
 
 def filesystem_type(path: str | os.PathLike[str], mountinfo: str | None = None) -> str | None:
-    """The fs type of the mount holding ``path`` (``"ext4"``, ``"nfs4"``...), or None if unknown."""
+    """The fs type of the mount holding ``path`` (``"ext4"``, ``"nfs4"``...), or None if unknown.
+
+    ``mountinfo`` is the mount table's text; by default the file ``PYSAFETENSORS_MOUNTINFO``
+    names, else ``/proc/self/mountinfo``.
+    """
     if mountinfo is None:
         try:
-            with open(MOUNTINFO, encoding="utf-8", errors="surrogateescape") as f:
+            with open(os.environ.get(MOUNTINFO_ENV) or MOUNTINFO, encoding="utf-8", errors="surrogateescape") as f:
                 mountinfo = f.read()
         except OSError:
             return None  # not Linux, or no /proc

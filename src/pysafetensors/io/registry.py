@@ -1,21 +1,22 @@
-"""Where bytes come from: a scheme -> source-class registry and the one ``open_source``.
+"""URL schemes: a scheme -> source-class registry, and ``open_url`` for remote URLs.
 
 A URL's scheme picks a source class by import string, so a backend is imported only when a
 URL needs it; a missing optional dependency raises MissingDependency with the install hint.
-Paths, bytes-like objects and file objects go to :func:`pysafetensors.io.sources.open_source`.
+Everything goes in through :func:`pysafetensors.io.sources.open_source` (re-exported here),
+which sends remote URLs to :func:`open_url`.
 """
 
 from __future__ import annotations
 
 import importlib
-import os
 import re
+import urllib.parse
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from .._optional import require
-from . import sources
+from .sources import open_source  # the one way in; it calls open_url for remote URLs
 
 _URL = re.compile(r"^([A-Za-z][A-Za-z0-9+.\-]+)://")  # 2+ chars: "C:\\x" is a Windows path
 _CHAIN = re.compile(r"^([A-Za-z][A-Za-z0-9+.\-]+)::.*://")  # fsspec chains: "simplecache::s3://b/k"
@@ -31,7 +32,7 @@ class SchemeEntry:
 
 
 HTTP = SchemeEntry("pysafetensors.io.remote:HTTPSource")
-FSSPEC = SchemeEntry("pysafetensors.io.remote:FsspecSource", requires="fsspec", extra="fsspec")
+FSSPEC = SchemeEntry("pysafetensors.io._fsspec:FsspecSource", requires="fsspec", extra="fsspec")
 
 REGISTRY: dict[str, SchemeEntry] = {"http": HTTP, "https": HTTP}
 
@@ -50,13 +51,6 @@ def url_scheme(obj: Any) -> str | None:
     return None
 
 
-def is_byte_source(obj: Any) -> bool:
-    """An object already implementing the ByteSource protocol (passed through as is)."""
-    return callable(getattr(obj, "read_into", None)) and isinstance(getattr(obj, "size", None), int) and callable(
-        getattr(obj, "close", None)
-    )
-
-
 def source_class(scheme: str) -> Any:
     """The class registered for ``scheme`` (anything unknown goes to fsspec)."""
     entry = REGISTRY.get(scheme, FSSPEC)
@@ -66,28 +60,23 @@ def source_class(scheme: str) -> Any:
     return getattr(importlib.import_module(module), cls)
 
 
-def open_source(obj: Any, backend: str = "mmap", storage_options: Mapping[str, Any] | None = None) -> Any:
-    """A ByteSource for a path, ``file://``/``http(s)://``/fsspec URL, bytes-like, file object or ByteSource.
+def open_url(url: str, storage_options: Mapping[str, Any] | None = None) -> Any:
+    """The source for a remote URL (any scheme but ``file``), through the registry.
 
     ``storage_options`` go to the remote source: for HTTP ``headers``, ``token``,
-    ``timeout``, ``retries``, ``backoff``, ``allow_full_download``...; for fsspec URLs the
-    filesystem's own options (``key``, ``secret``, ``client_kwargs``, ``anon``...).
+    ``timeout``, ``min_rate``, ``retries``, ``backoff``, ``allow_full_download``,
+    ``allow_insecure_redirect``, ``verify``... (see :class:`~pysafetensors.io.remote.HTTPSource`);
+    for fsspec URLs the filesystem's own options (``key``, ``secret``, ``client_kwargs``, ``anon``...).
     """
-    if is_byte_source(obj):
-        return obj
-    if isinstance(obj, os.PathLike):
-        obj = os.fspath(obj)
-    scheme = url_scheme(obj)
-    if scheme is None:
-        return sources.open_source(obj, backend)
-    if scheme == "file":
-        return sources.open_source(_file_url_path(obj), backend)
+    scheme = url_scheme(url)
+    if scheme is None or scheme == "file":
+        raise ValueError(f"not a remote URL: {url!r}")
     options = dict(storage_options or {})
     cls = source_class(scheme)
     if REGISTRY.get(scheme, FSSPEC) is FSSPEC:
-        return cls(obj, storage_options=options)
+        return cls(url, storage_options=options)
     try:
-        return cls(obj, **options)
+        return cls(url, **options)
     except TypeError as e:
         if "unexpected keyword argument" not in str(e):
             raise
@@ -97,11 +86,35 @@ def open_source(obj: Any, backend: str = "mmap", storage_options: Mapping[str, A
         raise TypeError(f"unknown storage option for {scheme}:// URLs ({e}); known options: {', '.join(known)}") from e
 
 
-def _file_url_path(url: str) -> str:
+def sibling_url(url: str, name: str) -> str:
+    """The URL of file ``name`` in the same directory as ``url`` (a shard beside its index).
+
+    For http(s) the name is percent-quoted, so it stays one path segment whatever it holds
+    (a server decodes ``%2e%2e%2f`` back to ``../``).  The query string of ``url`` (a signature
+    for that one file) is not carried over.  ``name`` must already be a validated shard name.
+    """
+    base = url.split("?", 1)[0].rsplit("/", 1)[0]
+    if url_scheme(url) in ("http", "https"):
+        name = urllib.parse.quote(name, safe="")
+    return f"{base}/{name}"
+
+
+def file_url_path(url: str) -> str:
+    """The local path a ``file://`` URL names."""
     from urllib.parse import unquote, urlsplit
     from urllib.request import url2pathname
 
     return url2pathname(unquote(urlsplit(url).path))
 
 
-__all__ = ["REGISTRY", "SchemeEntry", "is_byte_source", "open_source", "register_scheme", "source_class", "url_scheme"]
+__all__ = [
+    "REGISTRY",
+    "SchemeEntry",
+    "file_url_path",
+    "open_source",
+    "open_url",
+    "register_scheme",
+    "sibling_url",
+    "source_class",
+    "url_scheme",
+]

@@ -1,57 +1,70 @@
-"""Remote byte sources: HTTP(S) with Range requests (stdlib only) and fsspec URLs.
+"""Remote byte sources: HTTP(S) with Range requests (urllib3) and fsspec URLs.
 
 Both fetch the first 100,001 bytes when opened (``Range: bytes=0-100000``, as huggingface_hub
 does), so a header costs one request, or two when it is longer than that.  Later reads ask
 for exactly the bytes the reader needs; ``read_ranges`` coalesces nearby ranges into one
 request and fetches independent ones concurrently.
+
+Every failure leaves as a :class:`~pysafetensors.errors.SourceError` subclass (``RemoteError``,
+``RemoteTimeout``, ``RangeNotSupported``) or ``FileNotFoundError``, naming the redacted URL and,
+for reads, the offset; the transport's own exceptions never escape.
 """
 
 from __future__ import annotations
 
-import http.client
-import random
 import re
-import socket
 import threading
 import time
-import urllib.error
 import urllib.parse
-import urllib.request
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping
 from typing import Any
 
-from .._optional import require
-from ..errors import FileClosed, MissingBackend, RangeNotSupported, RemoteError, SourceError
-from ._http_client import HttpClient
-from ._ranged import PREFETCH, RangedSource, coalesce
-from .redact import redact_url as _redact
+from urllib3.exceptions import HTTPError as Urllib3Error
+from urllib3.exceptions import MaxRetryError, ProtocolError, ReadTimeoutError, ResponseError
 
-RETRY_STATUS = frozenset({408, 425, 429, 500, 502, 503, 504})
+from ..errors import FileClosed, RangeNotSupported, RemoteError, RemoteTimeout, SafetensorError
+from ._fsspec import FsspecSource
+from ._http_client import RETRY_STATUS, HttpClient, InsecureRedirect, ReplySchedule, describe_error
+from ._ranged import PREFETCH, RangedSource
+from .redact import redact_text, redact_url
+
 _CONTENT_RANGE = re.compile(r"^\s*bytes\s+(?:(\d+)-(\d+)|\*)\s*/\s*(\d+|\*)\s*$", re.IGNORECASE)
-_TRANSIENT = (
-    ConnectionError,
-    TimeoutError,
-    socket.timeout,
-    http.client.HTTPException,  # IncompleteRead, RemoteDisconnected, BadStatusLine...
-    urllib.error.URLError,
-)
+_PIECE = 1 << 20  # most bytes asked of the socket per read: a reply is checked against its schedule between reads
+# A reply body that breaks off, stalls for ``timeout`` or fails TLS mid-way is asked for again.
+_BODY_FAULTS = (Urllib3Error, ConnectionError, TimeoutError)
 
 
 class HTTPSource(RangedSource):
-    """An ``http://`` or ``https://`` file read with Range requests (urllib, no dependency).
+    """An ``http://`` or ``https://`` file read with Range requests.
 
     Args:
-        url: the file's URL (redirects are followed; credentials never cross hosts).
+        url: the file's URL.  A ``user:pass@`` part is sent as HTTP basic auth (and never shown).
         headers: extra request headers (for example ``{"Authorization": "Bearer ..."}``).
         token: shorthand for ``Authorization: Bearer <token>``.
-        timeout: seconds per request (connect and each read).
-        retries: attempts after the first for 5xx/429/408 replies, resets and timeouts; the
-            wait doubles from ``backoff`` seconds (with jitter, at most 10 s, or Retry-After).
+        timeout: seconds (default 30).  Connecting, waiting for a reply and every wait for
+            body bytes are each limited to it, and a reply's body must arrive within
+            ``timeout + its size / min_rate`` seconds of the reply: a transfer that falls behind
+            that schedule raises :class:`~pysafetensors.errors.RemoteTimeout` (naming the URL,
+            the range and the elapsed time) instead of holding the reader.
+        min_rate: bytes per second (default 4096) a reply body must keep up after the first
+            ``timeout`` seconds; ``0`` makes ``timeout`` a hard deadline for every body.
+        retries: retries of each kind of transient failure (connection errors, 408/425/429/5xx
+            replies, bodies broken off or stalled for ``timeout``); the wait doubles from
+            ``backoff`` seconds (jittered, at most 10 s; ``Retry-After``, capped at 10 s, wins).
         allow_full_download: when the server ignores Range and sends the whole file (200),
-            keep it in memory instead of raising RangeNotSupported.
+            keep it in memory instead of raising RangeNotSupported.  A compressed reply
+            (``Content-Encoding`` other than identity) is refused either way: its bytes are not
+            the file's, and decompressing an unbounded stream into memory is not safe.
+        allow_insecure_redirect: follow a redirect from ``https://`` to ``http://`` (without
+            credentials).  Refused by default.
+        verify: TLS certificate check: True (system CAs), False (none), or a CA bundle path.
         coalesce_gap: ranges closer than this many bytes are fetched in one request.
         max_workers: concurrent requests for independent ranges and for the ``chunk_size``
             pieces of a large read.
+
+    Redirects are followed (10 at most).  ``token``, ``headers``, ``user:pass@`` credentials,
+    cookies and proxy credentials are sent only to the URL's own origin: a redirect that
+    changes the scheme, host or port drops them.
     """
 
     def __init__(
@@ -61,21 +74,29 @@ class HTTPSource(RangedSource):
         headers: Mapping[str, str] | None = None,
         token: str | None = None,
         timeout: float = 30.0,
+        min_rate: float = 4096,
         retries: int = 4,
         backoff: float = 0.25,
         allow_full_download: bool = False,
+        allow_insecure_redirect: bool = False,
+        verify: bool | str = True,
         coalesce_gap: int = 256 * 1024,
         max_workers: int = 8,
         chunk_size: int = 16 << 20,
     ) -> None:
-        if urllib.parse.urlsplit(url).scheme.lower() not in ("http", "https"):
-            raise ValueError(f"HTTPSource needs an http:// or https:// URL, got {url!r}")
         self.url = url
-        self.name = _redact(url)
-        self._headers = {"User-Agent": "pysafetensors", "Accept-Encoding": "identity", **dict(headers or {})}
+        self.name = redact_url(url)
+        try:
+            scheme = urllib.parse.urlsplit(url).scheme.lower()
+        except ValueError as e:  # "http://[::1/x"
+            raise RemoteError(f"{self.name}: not a valid URL: {e}", url=self.name) from None
+        if scheme not in ("http", "https"):
+            raise ValueError(f"HTTPSource needs an http:// or https:// URL, got {self.name!r}")
+        user = dict(headers or {})
         if token:
-            self._headers["Authorization"] = f"Bearer {token}"
-        self.timeout = timeout
+            user["Authorization"] = f"Bearer {token}"
+        self.timeout = float(timeout)
+        self.min_rate = max(0.0, float(min_rate))
         self.retries = max(0, int(retries))
         self.backoff = backoff
         self.allow_full_download = allow_full_download
@@ -85,37 +106,54 @@ class HTTPSource(RangedSource):
         self.requests = 0  # counters, for the curious and for tests
         self.bytes_received = 0
         self._count_lock = threading.Lock()
-        self._client = HttpClient(url, self._headers, timeout)
         self._closed = False
         self._prefix = b""
         self.size = 0
         self.etag: str | None = None  # a strong ETag of the first reply: later replies must match
-        self._open()
+        try:
+            self._client = HttpClient(
+                url,
+                {"User-Agent": "pysafetensors", "Accept-Encoding": "identity", **user},
+                user_headers=user,
+                retries=self.retries,
+                backoff=backoff,
+                verify=verify,
+                allow_insecure_redirect=allow_insecure_redirect,
+                maxsize=max_workers,
+            )
+        except (ValueError, OSError) as e:
+            raise RemoteError(redact_text(f"{self.name}: {e}"), url=self.name) from e
+        try:
+            self._open()
+        except BaseException:
+            self._client.close()
+            raise
 
     # --- the first request: size and prefix -----------------------------------------
     def _open(self) -> None:
-        def first(resp: Any) -> None:
+        def first(resp: Any, clock: ReplySchedule) -> None:
             if resp.status == 200:
-                self._whole_file(resp)
+                self._whole_file(resp, clock)
                 return
             _, _, total = self._content_range(resp, 0)
             self.size = total
             self.etag = _strong_etag(resp)
             want = min(total, PREFETCH)
             buf = memoryview(bytearray(want))
-            got = self._read_body(resp, buf)
+            got = self._read_body(resp, buf, clock, rng)
             if got != want:
-                raise http.client.IncompleteRead(bytes(buf[:got]), want - got)
+                raise ProtocolError(f"the reply ended after {got} of {want} bytes")
             self._prefix = bytes(buf)
 
-        self._with_retries(f"bytes=0-{PREFETCH - 1}", first, empty_ok=True)
+        rng = f"bytes=0-{PREFETCH - 1}"
+        self._request(lambda: rng, first, offset=0, empty_ok=True)
 
-    def _whole_file(self, resp: Any) -> None:
+    def _whole_file(self, resp: Any, clock: ReplySchedule) -> None:
         length = resp.headers.get("Content-Length")
         # A 200 for a file no bigger than the prefix we asked for is exactly what we wanted.
         small = length is not None and length.isdigit() and int(length) <= PREFETCH
+        _refuse_compressed(resp, self.name, "whole-file")
         if not (self.allow_full_download or small):
-            resp.close()
             raise RangeNotSupported(
                 f"{self.name}: the server ignored the Range request and answered 200 with the whole file"
                 + (f" ({length} bytes)" if length else "")
@@ -123,18 +161,23 @@ class HTTPSource(RangedSource):
                 "download it all",
                 url=self.name,
             )
-        data = resp.read()  # allowed by the caller: the whole file, once
-        self._count(len(data))
-        if length is not None and len(data) != int(length):
-            raise http.client.IncompleteRead(data, int(length) - len(data))
+        # Allowed by the caller: the whole file, once, grown as it arrives (a Content-Length is
+        # only a claim, so nothing is allocated up front on its word).
+        data = bytearray()
+        while True:
+            piece = self._read_piece(resp, clock, len(data), "bytes=0-")
+            if not piece:
+                break
+            data += piece
+        if length is not None and length.isdigit() and len(data) != int(length):
+            raise ProtocolError(f"the reply ended after {len(data)} of {length} bytes")
         self.size = len(data)
-        self._prefix = data  # every later read is served from memory
+        self._prefix = bytes(data)  # every later read is served from memory
 
     def _content_range(self, resp: Any, expected_start: int) -> tuple[int, int, int]:
-        encoding = resp.headers.get("Content-Encoding", "identity").strip().lower()
-        if encoding not in ("", "identity"):
-            # Ranges would then count compressed bytes: the data could not be trusted.
-            raise RemoteError(f"{self.name}: the server compressed a ranged reply ({encoding})", url=self.name)
+        if resp.status != 206:
+            raise RemoteError(f"{self.name}: unexpected HTTP {resp.status} for a Range request", url=self.name)
+        _refuse_compressed(resp, self.name, "ranged")
         value = resp.headers.get("Content-Range", "")
         m = _CONTENT_RANGE.match(value)
         if not m or m.group(3) == "*" or m.group(1) is None:
@@ -155,13 +198,13 @@ class HTTPSource(RangedSource):
     def _fetch(self, offset: int, view: memoryview) -> None:
         done = 0
 
-        def body(resp: Any) -> None:
+        def body(resp: Any, clock: ReplySchedule) -> None:
             nonlocal done
             if resp.status == 200:
-                resp.close()
                 raise RangeNotSupported(
                     f"{self.name}: the server stopped honouring Range requests (200 for bytes {offset + done}-)",
                     url=self.name,
+                    offset=offset + done,
                 )
             _, _, total = self._content_range(resp, offset + done)
             etag = _strong_etag(resp)
@@ -170,82 +213,189 @@ class HTTPSource(RangedSource):
                     f"{self.name}: the file changed while open (size {self.size} -> {total}, "
                     f"ETag {self.etag} -> {etag}); reopen it",
                     url=self.name,
+                    offset=offset + done,
                 )
-            done += self._read_body(resp, view[done:])
-            if done < len(view):
-                raise http.client.IncompleteRead(b"", len(view) - done)
+            start = done
+            done += self._read_body(resp, view[done:], clock, byte_range())
+            if done < len(view):  # resumed from here on the next attempt
+                raise ProtocolError(f"the reply ended after {done - start} of {len(view) - start} bytes")
 
-        self._with_retries(lambda: f"bytes={offset + done}-{offset + len(view) - 1}", body)
+        def byte_range() -> str:
+            return f"bytes={offset + done}-{offset + len(view) - 1}"
 
-    def _read_body(self, resp: Any, view: memoryview) -> int:
+        self._request(byte_range, body, offset=offset)
+
+    def _read_body(self, resp: Any, view: memoryview, clock: ReplySchedule, rng: str) -> int:
         got = 0
         while got < len(view):
-            n = resp.readinto(view[got:])
-            if not n:
+            piece = self._read_piece(resp, clock, got, rng, min(len(view) - got, _PIECE))
+            if not piece:
                 break
-            got += n
-            self._count(n)
+            # read1 hands back bytes: one copy into the caller's buffer (urllib3's readinto
+            # copies the same way), the price of checking the schedule between socket reads.
+            view[got : got + len(piece)] = piece
+            got += len(piece)
         return got
 
-    def _count(self, n: int, request: bool = False) -> None:
+    def _read_piece(self, resp: Any, clock: ReplySchedule, received: int, rng: str, amount: int = _PIECE) -> bytes:
+        """One socket read of at most ``amount`` bytes, with the wait bounded by the schedule."""
+        wait = clock.wait(received)
+        if wait is None:
+            raise self._too_slow(clock, received, rng)
+        sock = clock.sock
+        if sock is not None:
+            sock.settimeout(wait)
+        try:
+            piece = bytes(resp.read1(amount))
+        except ReadTimeoutError:
+            if clock.wait(received) is None:
+                raise self._too_slow(clock, received, rng) from None
+            raise  # silent for a whole ``timeout``: retried
+        self._count(len(piece))
+        return piece
+
+    def _too_slow(self, clock: ReplySchedule, received: int, rng: str) -> RemoteTimeout:
+        elapsed = time.monotonic() - clock.start
+        rule = (
+            f"slower than min_rate={self.min_rate:g} B/s after the timeout={self.timeout:g} s grace"
+            if self.min_rate
+            else f"past the timeout={self.timeout:g} s deadline"
+        )
+        return RemoteTimeout(
+            f"{self.name}: Range {rng}: {received} bytes in {elapsed:.1f} s, {rule}",
+            url=self.name,
+            range=rng,
+            elapsed=elapsed,
+            offset=_range_start(rng),
+        )
+
+    def _count(self, n: int, requests: int = 0) -> None:
         with self._count_lock:
             self.bytes_received += n
-            self.requests += request
+            self.requests += requests
 
-    def _with_retries(self, byte_range: Any, handle: Any, empty_ok: bool = False) -> None:
-        attempt = 0
+    def _request(
+        self, byte_range: Callable[[], str], handle: Callable[[Any, ReplySchedule], None], *, offset: int,
+        empty_ok: bool = False,
+    ) -> None:  # fmt: skip
+        """GET ``byte_range()`` and give the reply to ``handle``; body faults are retried.
+
+        urllib3 retries connection failures and retryable statuses inside ``open``; a body
+        that breaks off or stalls is asked for again here, counted by the same Retry object.
+        """
+        retry = self._client.policy
+        attempts = 0
         while True:
             if self._closed:
                 raise FileClosed("File is closed")
-            rng = byte_range() if callable(byte_range) else byte_range
-            self._count(0, request=True)
-            wait: float | None = None
+            rng = byte_range()
+            attempts += 1
+            before = len(retry.history)
             try:
-                with self._client.get({"Range": rng}) as resp:
-                    handle(resp)
+                resp = self._client.open({"Range": rng}, retry, self.timeout)
+            except MaxRetryError as e:
+                raise self._transport_error(e, rng, offset) from None
+            except (Urllib3Error, ValueError, OSError) as e:  # e.g. a redirect to an unparsable Location
+                if self._closed:
+                    raise FileClosed("File is closed") from None
+                raise RemoteError(
+                    redact_text(f"{self.name}: request for {rng} failed: {describe_error(e)}"), url=self.name, offset=offset
+                ) from None
+            retry = resp.retries or retry
+            self._count(0, requests=1 + len(retry.history) - before)
+            complete = False
+            try:
+                if resp.status >= 400:
+                    if resp.status == 416 and empty_ok:
+                        self._empty(resp)
+                        return
+                    raise self._status_error(resp.status, rng, offset)
+                handle(resp, ReplySchedule(self.timeout, self.min_rate, resp))
+                complete = True
                 return
-            except urllib.error.HTTPError as e:
-                e.close()
-                if e.code == 416 and empty_ok:
-                    self._empty(e)
-                    return
-                if e.code not in RETRY_STATUS or attempt >= self.retries:
-                    raise self._status_error(e.code, rng) from e
-                wait = _retry_after(e.headers.get("Retry-After") if e.headers else None)
-            except (RangeNotSupported, FileClosed):
+            except SafetensorError:
                 raise
-            except RemoteError:
-                raise
-            except _TRANSIENT as e:
-                if attempt >= self.retries:
-                    raise RemoteError(
-                        f"{self.name}: request for {rng} failed after {attempt + 1} attempts: {e}", url=self.name
-                    ) from e
-            except OSError as e:
-                raise RemoteError(f"{self.name}: request for {rng} failed: {e}", url=self.name) from e
-            attempt += 1
-            delay = min(10.0, self.backoff * (2 ** (attempt - 1))) * (0.5 + random.random() / 2)
-            time.sleep(wait if wait is not None else delay)
+            except _BODY_FAULTS as e:
+                fault: Exception = e
+            finally:
+                self._client.release(resp, complete)
+            if self._closed:
+                raise FileClosed("File is closed")
+            read_error = fault if isinstance(fault, (ProtocolError, ReadTimeoutError)) else ProtocolError(str(fault))
+            try:
+                retry = retry.increment("GET", self._client.url, error=read_error)
+            except MaxRetryError:
+                kind = RemoteTimeout if isinstance(fault, (ReadTimeoutError, TimeoutError)) else RemoteError
+                raise kind(
+                    redact_text(
+                        f"{self.name}: reading {rng} (offset {_range_start(rng)}) failed after {attempts} attempts: "
+                        f"{describe_error(fault)}"
+                    ),
+                    url=self.name,
+                    offset=_range_start(rng),
+                    range=rng,
+                ) from None
+            retry.sleep()
 
-    def _empty(self, e: urllib.error.HTTPError) -> None:
-        m = _CONTENT_RANGE.match(e.headers.get("Content-Range", "") if e.headers else "")
+    def _transport_error(self, e: MaxRetryError, rng: str, offset: int) -> Exception:
+        if self._closed:
+            return FileClosed("File is closed")
+        if isinstance(e, InsecureRedirect):
+            return RemoteError(
+                f"{self.name}: refusing the redirect from https:// to {redact_url(e.target)}: plain http would "
+                "expose the request; pass allow_insecure_redirect=True (storage_options) to follow it "
+                "without credentials",
+                url=self.name,
+                offset=offset,
+            )
+        reason = e.reason
+        if isinstance(reason, ResponseError) and "redirect" in str(reason):
+            return RemoteError(f"{self.name}: too many redirects for {rng}", url=self.name, offset=offset)
+        if isinstance(reason, (ReadTimeoutError, TimeoutError)):
+            return RemoteTimeout(
+                f"{self.name}: Range {rng}: no complete reply (status line and headers) within "
+                f"timeout={self.timeout:g} s, retried {self.retries} times",
+                url=self.name, offset=offset, range=rng,
+            )  # fmt: skip
+        text = describe_error(reason) if reason is not None else "failed"
+        return RemoteError(
+            redact_text(f"{self.name}: request for {rng} failed: {text}"), url=self.name, offset=offset, range=rng
+        )
+
+    def _empty(self, resp: Any) -> None:
+        m = _CONTENT_RANGE.match(resp.headers.get("Content-Range", ""))
         if not m or m.group(3) in (None, "*"):
-            raise self._status_error(416, "bytes=0-") from e
+            raise self._status_error(416, "bytes=0-", 0)
         self.size = int(m.group(3))
         if self.size:  # 416 for bytes=0- on a non-empty file is nonsense
-            raise self._status_error(416, "bytes=0-") from e
+            raise self._status_error(416, "bytes=0-", 0)
 
     def close(self) -> None:
         self._closed = True
         self._client.close()
 
-    def _status_error(self, code: int, rng: str) -> Exception:
+    def _status_error(self, code: int, rng: str, offset: int) -> Exception:
         if code == 404 or code == 410:
             return FileNotFoundError(f"No such file or directory: {self.name}")
         hint = ""
         if code in (401, 403):
             hint = " (pass a token: storage_options={'token': ...} or headers={'Authorization': ...})"
-        return RemoteError(f"{self.name}: HTTP {code} for Range {rng}{hint}", url=self.name, status=code)
+        retried = " (after retries)" if code in RETRY_STATUS else ""
+        return RemoteError(
+            f"{self.name}: HTTP {code} for Range {rng}{retried}{hint}", url=self.name, status=code, offset=offset
+        )
+
+
+def _refuse_compressed(resp: Any, name: str, what: str) -> None:
+    encoding = resp.headers.get("Content-Encoding", "identity").strip().lower()
+    if encoding not in ("", "identity"):
+        # Offsets and lengths would count compressed bytes: the data could not be trusted.
+        raise RemoteError(
+            f"{name}: the server compressed a {what} reply (Content-Encoding: {encoding}) although "
+            "'Accept-Encoding: identity' was asked; compressed downloads are not decoded",
+            url=name,
+            encoding=encoding,
+        )
 
 
 def _strong_etag(resp: Any) -> str | None:
@@ -253,102 +403,9 @@ def _strong_etag(resp: Any) -> str | None:
     return etag if etag and not etag.startswith("W/") else None
 
 
-def _retry_after(value: str | None) -> float | None:
-    try:
-        return min(10.0, max(0.0, float(value))) if value else None
-    except ValueError:
-        return None
+def _range_start(rng: str) -> int:
+    m = re.match(r"bytes=(\d+)-", rng)
+    return int(m.group(1)) if m else 0
 
 
-class FsspecSource(RangedSource):
-    """A file behind any fsspec URL (``s3://``, ``gs://``, ``memory://``, ``hf://``...).
-
-    ``storage_options`` go to the filesystem (credentials, endpoint_url, anon=True...).
-    Ranged reads use ``fs.cat_file`` / ``fs.cat_ranges``, so async filesystems fetch
-    coalesced ranges concurrently.
-    """
-
-    def __init__(
-        self,
-        url: str,
-        *,
-        storage_options: Mapping[str, Any] | None = None,
-        coalesce_gap: int = 256 * 1024,
-        **options: Any,
-    ) -> None:
-        fsspec = require("fsspec", "fsspec")
-        self.url = url
-        self.name = _redact(url) if "://" in url else url
-        self.coalesce_gap = coalesce_gap
-        self.max_workers = 1  # cat_ranges does its own concurrency
-        self._closed = False
-        self._prefix = b""
-        opts = {**dict(storage_options or {}), **options}
-        scheme = url.split("://", 1)[0].lower() if "://" in url else "file"
-        try:
-            self.fs, self.path = fsspec.core.url_to_fs(url, **opts)
-        except ImportError as e:
-            module = str(getattr(e, "name", "") or "") or _BACKEND_MODULES.get(scheme, f"a backend for {scheme}")
-            raise MissingBackend(_BACKEND_MODULES.get(scheme, module), "fsspec", scheme) from e
-        except ValueError as e:
-            raise RemoteError(f"{self.name}: fsspec cannot open this URL: {e}", url=self.name) from e
-        try:
-            self.size = int(self.fs.size(self.path))
-        except FileNotFoundError:
-            raise FileNotFoundError(f"No such file or directory: {self.name}") from None
-        except Exception as e:
-            raise RemoteError(f"{self.name}: cannot stat: {e}", url=self.name) from e
-        self._prefix = self._cat(0, min(self.size, PREFETCH))
-
-    def _cat(self, start: int, end: int) -> bytes:
-        try:
-            data = self.fs.cat_file(self.path, start=start, end=end)
-        except FileNotFoundError:
-            raise FileNotFoundError(f"No such file or directory: {self.name}") from None
-        except Exception as e:
-            raise RemoteError(f"{self.name}: read of bytes {start}-{end} failed: {e}", url=self.name) from e
-        if len(data) != end - start:
-            raise SourceError(
-                f"{self.name}: short read at offset {start}: wanted {end - start} bytes, got {len(data)}",
-                offset=start,
-            )
-        return bytes(data)
-
-    def _fetch(self, offset: int, view: memoryview) -> None:
-        view[:] = self._cat(offset, offset + len(view))
-
-    def _fetch_parallel(self, requests: Sequence[tuple[int, memoryview]]) -> None:
-        groups = coalesce(requests, self.coalesce_gap)
-        if len(groups) <= 1:
-            for g in groups:
-                self._fetch_group(g)
-            return
-        spans = [(g[0][0], max(o + len(b) for o, b in g)) for g in groups]
-        try:
-            blobs = self.fs.cat_ranges(
-                [self.path] * len(spans), [s for s, _ in spans], [e for _, e in spans], on_error="raise"
-            )
-        except Exception as e:
-            raise RemoteError(f"{self.name}: ranged read failed: {e}", url=self.name) from e
-        for g, (start, end), blob in zip(groups, spans, blobs):
-            if isinstance(blob, BaseException) or len(blob) != end - start:
-                raise SourceError(f"{self.name}: short read at offset {start}", offset=start)
-            for offset, buf in g:
-                buf[:] = blob[offset - start : offset - start + len(buf)]
-
-
-# Install hints for fsspec protocols whose implementation lives in another package.
-_BACKEND_MODULES = {
-    "s3": "s3fs",
-    "s3a": "s3fs",
-    "gs": "gcsfs",
-    "gcs": "gcsfs",
-    "az": "adlfs",
-    "abfs": "adlfs",
-    "abfss": "adlfs",
-    "adl": "adlfs",
-    "hf": "huggingface_hub",
-    "oci": "ocifs",
-    "ssh": "paramiko",
-    "sftp": "paramiko",
-}
+__all__ = ["PREFETCH", "FsspecSource", "HTTPSource"]

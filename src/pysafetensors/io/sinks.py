@@ -7,10 +7,11 @@ import hashlib
 import os
 import re
 import secrets
+import shutil
 import socket
 import stat
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from functools import cache
 from types import TracebackType
 from typing import Protocol
@@ -97,6 +98,21 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
+def _dead_writers(directory: str, prefix: str, suffix: str = "") -> list[str]:
+    """Paths in ``directory`` named ``{prefix}{pid}.{token}{suffix}`` whose PID no longer runs."""
+    pattern = re.compile(re.escape(prefix) + r"([0-9]+)\.[0-9a-f]{12}" + re.escape(suffix))
+    try:
+        names = [e.name for e in os.scandir(directory) if e.name.startswith(prefix)]
+    except OSError:
+        return []
+    dead = []
+    for name in names:
+        m = pattern.fullmatch(name)
+        if m is not None and not _pid_alive(int(m.group(1))):
+            dead.append(os.path.join(directory, name))
+    return dead
+
+
 def remove_stale_temps(path: str | os.PathLike[str]) -> list[str]:
     """Delete temp files beside ``path`` left by writers that died (SIGKILL, power loss...).
 
@@ -105,19 +121,11 @@ def remove_stale_temps(path: str | os.PathLike[str]) -> list[str]:
     Returns the paths removed.  Best effort: errors are ignored.
     """
     directory, base = os.path.split(os.path.abspath(os.fspath(path)))
-    pattern = re.compile(re.escape(f".{base}.{_TAG}.") + r"([0-9]+)\.[0-9a-f]{12}\.tmp")
     removed: list[str] = []
-    try:
-        names = [e.name for e in os.scandir(directory) if e.name.startswith(f".{base}.{_TAG}.")]
-    except OSError:
-        return removed
-    for name in names:
-        m = pattern.fullmatch(name)
-        if m is None or _pid_alive(int(m.group(1))):
-            continue
+    for stale in _dead_writers(directory, f".{base}.{_TAG}.", ".tmp"):
         try:
-            os.unlink(os.path.join(directory, name))
-            removed.append(os.path.join(directory, name))
+            os.unlink(stale)
+            removed.append(stale)
         except OSError:
             pass
     return removed
@@ -167,6 +175,34 @@ def _fsync_directory(path: str) -> None:
         pass
 
 
+_KINDS = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+          (stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a directory"))
+
+
+def check_replaceable(path: str) -> None:
+    """Refuse to replace ``path`` when it exists and is not a regular file.
+
+    A save replaces its target with a new regular file; over a FIFO, a device node (``/dev/null``
+    as root) or a socket that would destroy the special file rather than write into it, and a
+    directory cannot be replaced at all.  A symlink is judged by what it points to; one to a
+    regular file (or a dangling one) is replaced by the new file, the file it pointed to is left
+    as it was.
+    """
+    try:
+        st = os.stat(path)
+    except OSError:
+        return  # nothing there (or not reachable): creating the temp file gives the real error
+    if stat.S_ISREG(st.st_mode):
+        return
+    kind = next((what for test, what in _KINDS if test(st.st_mode)), "not a regular file")
+    raise WriteError(
+        f"cannot save to {path}: it is {kind}, not a regular file; saves replace their target "
+        "with a new file, so choose a regular file path",
+        errno=errno.EISDIR if stat.S_ISDIR(st.st_mode) else errno.EINVAL,
+        filename=path,
+    )
+
+
 class AtomicFileSink:
     """Writes a temp file beside ``path``; ``commit`` renames it into place.
 
@@ -186,6 +222,7 @@ class AtomicFileSink:
     def __init__(self, path: str | os.PathLike[str], *, durable: bool | None = None) -> None:
         self.path = os.fspath(path)
         self.durable = default_durable() if durable is None else bool(durable)
+        check_replaceable(self.path)
         directory, base = os.path.split(os.path.abspath(self.path))
         self.tmp_path = os.path.join(directory, f".{base}.{_TAG}.{os.getpid()}.{secrets.token_hex(6)}.tmp")
         try:
@@ -275,3 +312,89 @@ class AtomicFileSink:
             self.commit()
         else:
             self.abort()
+
+
+# --- a set of files published as one -----------------------------------------------------
+
+_STAGING = ".staging"
+
+
+def _remove_tree(path: str) -> None:
+    shutil.rmtree(path, ignore_errors=True)
+
+
+class StagedDirectory:
+    """Write several files into ``directory`` as one unit (a sharded checkpoint).
+
+    Files are written, each atomically (``file``), into a hidden staging subdirectory of
+    ``directory`` (same filesystem, so moving them in is a rename); nothing in ``directory``
+    changes until ``publish``, which moves them in, one rename each, in the order given, and
+    then removes the names the caller lists.  A save that fails or is killed before ``publish``
+    leaves ``directory`` untouched; its staging directory is removed by ``abort``, or, after a
+    kill, by the next ``StagedDirectory`` of the same label there (its name carries the
+    writer's host tag and PID, checked for life as temp files are).
+
+    Publishing is a sequence of renames, not one: what a reader can see between two of them
+    is up to the caller's order (see ``pysafetensors.sharded.write_sharded``).
+    """
+
+    def __init__(self, directory: str | os.PathLike[str], label: str, *, durable: bool | None = None) -> None:
+        self.directory = os.fspath(directory)
+        self.label = label
+        self.durable = default_durable() if durable is None else bool(durable)
+        self._prefix = f".{label}{_STAGING}.{_TAG}."
+        remove_stale_staging(self.directory, label)
+        self.path = os.path.join(self.directory, f"{self._prefix}{os.getpid()}.{secrets.token_hex(6)}")
+        try:
+            os.mkdir(self.path, 0o700)
+        except OSError as e:
+            raise WriteError(f"cannot create a staging directory in {self.directory}: {e}", errno=e.errno) from e
+        self._staged: list[str] = []
+
+    def file(self, name: str) -> str:
+        """The staging path to write file ``name`` at (through an AtomicFileSink)."""
+        self._staged.append(name)
+        return os.path.join(self.path, name)
+
+    def exists(self, name: str) -> bool:
+        """Whether ``name`` exists in the target directory now."""
+        return os.path.lexists(os.path.join(self.directory, name))
+
+    def set_aside(self, name: str) -> None:
+        """Move ``name`` out of the target directory into the staging directory (gone from
+        readers' view at once; deleted with the staging directory)."""
+        try:
+            os.replace(os.path.join(self.directory, name), os.path.join(self.path, f"{name}.old"))
+        except FileNotFoundError:
+            pass
+        except OSError as e:
+            raise WriteError(f"cannot move {name} out of {self.directory}: {e}", errno=e.errno) from e
+
+    def publish(self, order: Iterable[str], remove: Iterable[str] = ()) -> None:
+        """Move the staged files into the directory in ``order``, then delete ``remove``."""
+        for name in order:
+            try:
+                os.replace(os.path.join(self.path, name), os.path.join(self.directory, name))
+            except OSError as e:
+                raise WriteError(f"cannot move {name} into {self.directory}: {e}", errno=e.errno) from e
+        if self.durable:
+            _fsync_directory(os.path.join(self.directory, "."))
+        for name in remove:
+            try:
+                os.remove(os.path.join(self.directory, name))
+            except OSError:
+                pass  # best effort: the new set is in place; a leftover is not part of it
+        _remove_tree(self.path)
+
+    def abort(self) -> None:
+        """Discard everything staged; the target directory is left as it was."""
+        _remove_tree(self.path)
+
+
+def remove_stale_staging(directory: str | os.PathLike[str], label: str) -> list[str]:
+    """Delete staging directories of ``label`` in ``directory`` left by writers that died
+    (named as temp files are, so the same host-tag and PID rule applies)."""
+    removed = _dead_writers(os.fspath(directory), f".{label}{_STAGING}.{_TAG}.")
+    for stale in removed:
+        _remove_tree(stale)
+    return removed

@@ -1,56 +1,48 @@
-"""ByteSource: a handful of methods that give the reader a file's bytes.
+"""Local byte sources, and :func:`open_source`: the one way from what a caller passed (a path,
+URL, bytes, file object or source) to a :class:`~pysafetensors.io.protocols.ByteSource`.
 
-``size``, ``name``, ``read_into(offset, buffer)`` and ``close()`` are the whole protocol.
-A source that can hand out zero-copy views also has ``view(offset, length)``; the reader
-checks for it (``supports_view``).
+``MmapSource`` (zero-copy views of a copy-on-write map), ``PreadSource`` (``os.preadv`` from
+many threads), ``MemorySource`` (bytes already in memory) and ``FileObjectSource`` (any
+readable, seekable binary file object) live here; remote sources live in ``remote.py`` and
+are reached through the scheme registry (``registry.py``).  The protocols they implement
+are in ``protocols.py``.
 """
 
 from __future__ import annotations
 
-import errno
+import ctypes
 import mmap
 import os
 import stat
 import sys
 import threading
+from collections.abc import Mapping
 from functools import cache
-from typing import Any, BinaryIO, Protocol, runtime_checkable
+from typing import Any, BinaryIO
 
-from ..errors import FileClosed, SourceError
+from ..errors import FileClosed, InvalidBackend, SourceError
+from . import fstype
+from .protocols import BinaryFile, ByteSource, ReadsInto
+from .regular import open_regular
 
-
-@runtime_checkable
-class ByteSource(Protocol):
-    size: int
-    name: str
-
-    def read_into(self, offset: int, buffer: memoryview) -> None:
-        """Fill ``buffer`` with the bytes at ``offset``; raise SourceError on a short read."""
-
-    def close(self) -> None: ...
-
-
-def supports_view(source: object) -> bool:
-    return callable(getattr(source, "view", None))
+_WILLNEED = getattr(mmap, "MADV_WILLNEED", None)  # a platform constant (absent on Windows)
+# Copies out of a map at least this big run in ctypes.memmove, which releases the GIL, so
+# several threads copy (and take page faults) at once.
+_COPY_WITHOUT_GIL = 1 << 20
 
 
 def _short_read(name: str, offset: int, wanted: int, got: int) -> SourceError:
     return SourceError(
         f"{name}: short read at offset {offset}: wanted {wanted} bytes, got {got} "
         "(was the file truncated while open?)",
-        offset=offset,
+        offset=offset + got,
+        source=name,
     )
 
 
 def _open_fd(path: str | os.PathLike[str]) -> int:
-    try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
-    except FileNotFoundError:
-        raise FileNotFoundError(f"No such file or directory: {os.fspath(path)}") from None
-    if stat.S_ISDIR(os.fstat(fd).st_mode):  # else mmap says "No such device", with no path
-        os.close(fd)
-        raise IsADirectoryError(errno.EISDIR, "Is a directory", os.fspath(path))
-    return fd
+    # Regular files only, refused before a FIFO could block (io/regular.py).
+    return open_regular(path)
 
 
 @cache
@@ -113,46 +105,94 @@ _FAULT_AROUND = 64 << 10
 
 
 class MmapSource:
-    """The file mapped copy-on-write: views are zero-copy, writes never reach the file."""
+    """The file mapped copy-on-write: views are zero-copy, writes never reach the file.
 
-    parallel_safe = True  # read_into is a pread on the kept descriptor
+    A handle holds one file descriptor: the duplicate the map keeps (Python's ``mmap`` dups
+    the one it is given, which is closed at once).  ``read_into`` copies out of the map.
+    Views and reads first compare the file's current size (an ``fstat`` on the map's
+    descriptor) with the range, so a file another process has truncated gives a SourceError
+    rather than the SIGBUS that touching the lost pages would raise.  Bytes already handed
+    out as views, and a truncation racing a copy, keep that hazard (SECURITY.md): ``pread``
+    is the backend for files others may shrink.
+    """
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
-        self.name = os.fspath(path)
+    parallel_safe = True  # big copies run with the GIL released (ctypes.memmove)
+    readonly = False  # views are writable; writes land in private copy-on-write pages
+
+    def __init__(self, path: str | os.PathLike[str], name: str | None = None) -> None:
+        self.name = name or os.fspath(path)
         fd = _open_fd(path)
         try:
-            self.size = os.fstat(fd).st_size
+            st = os.fstat(fd)
+            self.size = st.st_size
+            self._dev = st.st_dev
             # ACCESS_COPY (MAP_PRIVATE): shares the page cache for reads; a caller writing
             # into a tensor gets private pages instead of corrupting the file.
             self._map: mmap.mmap | None = (
                 mmap.mmap(fd, self.size, access=mmap.ACCESS_COPY) if self.size else None
             )
-        except BaseException:
-            os.close(fd)
-            raise
-        # The descriptor stays open for read_into (header, staging reads): a pread reads just
-        # the bytes asked for, where a fault on a cold map reads a whole readahead window
-        # (8 MiB here) and copies through page faults.
-        self._pread = PreadSource._from_fd(fd, self.name)
+        finally:
+            os.close(fd)  # the map holds its own duplicate
         self._view = memoryview(self._map) if self._map is not None else memoryview(b"")
+        self._closed = False
 
     def view(self, offset: int, length: int) -> memoryview:
-        if self._map is None:
-            if self.size:
+        m = self._map  # one read: a concurrent close() may set it to None at any moment
+        if m is None:
+            if self._closed:
                 raise FileClosed("File is closed")
+            if offset + length > self.size:
+                raise _short_read(self.name, offset, length, max(0, self.size - offset))
             return memoryview(b"")
         if offset + length > self.size:
             raise _short_read(self.name, offset, length, max(0, self.size - offset))
+        if length:
+            self._check_size(m, offset, length)
         try:
             return self._view[offset : offset + length]
         except ValueError:
             # close() in another thread released the view after the check above.
             raise FileClosed("File is closed") from None
 
+    def _check_size(self, m: mmap.mmap, offset: int, length: int) -> None:
+        """Raise SourceError when the file no longer holds ``[offset, offset + length)``."""
+        try:
+            now = m.size()  # fstat on the map's descriptor: the file's size at this moment
+        except (ValueError, OSError) as e:
+            # A close() in another thread closes that descriptor (EBADF) or the map (ValueError).
+            if isinstance(e, ValueError) or self._closed:
+                raise FileClosed("File is closed") from None
+            raise SourceError(f"{self.name}: cannot stat the file: {e}", offset=offset, source=self.name) from e
+        if offset + length > now:
+            if self._closed:  # the descriptor closed under fstat may have been reused meanwhile
+                raise FileClosed("File is closed")
+            raise SourceError(
+                f"{self.name}: short read at offset {max(offset, now)}: the file is {now} bytes now, "
+                f"{self.size} when it was opened (was the file truncated while open?)",
+                offset=max(offset, now),
+                source=self.name,
+            )
+
     def read_into(self, offset: int, buffer: memoryview) -> None:
-        if self._map is None and self.size:
-            raise FileClosed("File is closed")
-        self._pread.read_into(offset, buffer)
+        view = buffer.cast("B") if buffer.format != "B" else buffer
+        n = len(view)
+        region = self.view(offset, n)  # open, in bounds, still in the file
+        if not n:
+            return
+        if n < _COPY_WITHOUT_GIL:
+            # Ask for exactly these pages first: a fault on a cold map would read a whole
+            # readahead window around them (the header of a file opened for its keys).
+            if _WILLNEED is not None:
+                self.advise(offset, n, _WILLNEED)
+            view[:] = region
+            return
+        self.prefetch(offset, n)
+        dst = (ctypes.c_char * n).from_buffer(view)
+        src = (ctypes.c_char * n).from_buffer(region)
+        try:
+            ctypes.memmove(dst, src, n)
+        finally:
+            del dst, src  # release the buffer exports: close() may unmap now
 
     def advise(self, offset: int, length: int, advice: int) -> None:
         """Pass an madvise hint for a byte range (ignored where unsupported)."""
@@ -180,18 +220,17 @@ class MmapSource:
         """
         if self._map is None or length <= 0:
             return
+        if _WILLNEED is None:
+            return
         free = _free_bytes()
         if free is None:  # cannot tell how much would fit: one hint, which the kernel caps
-            self.advise(offset, length, mmap.MADV_WILLNEED)
+            self.advise(offset, length, _WILLNEED)
             return
         length = min(length, self.size - offset, free // 2)
-        try:
-            step = readahead_cap(os.fstat(self._pread.fileno()).st_dev)
-        except (OSError, FileClosed):
-            return
+        step = readahead_cap(self._dev)
         end = offset + length
         for start in range(offset, end, step):
-            self.advise(start, min(step, end - start), mmap.MADV_WILLNEED)
+            self.advise(start, min(step, end - start), _WILLNEED)
 
     def populate(self, offset: int, length: int) -> None:
         """Map a cached byte range into this process's page tables: read one byte per 64 KiB.
@@ -249,7 +288,7 @@ class MmapSource:
             del anchor
 
     def close(self) -> None:
-        self._pread.close()
+        self._closed = True
         m, self._map = self._map, None
         if m is None:
             return
@@ -266,27 +305,17 @@ class PreadSource:
 
     parallel_safe = True  # read_into may run in several threads at once (preadv drops the GIL)
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
-        self._init(_open_fd(path), os.fspath(path))
-
-    def _init(self, fd: int, name: str) -> None:
-        self.name = name
-        self._fd = fd
+    def __init__(self, path: str | os.PathLike[str], name: str | None = None) -> None:
+        self.name = name or os.fspath(path)
+        self._fd = _open_fd(path)
         try:
-            self.size = os.fstat(fd).st_size
+            self.size = os.fstat(self._fd).st_size
         except OSError:
-            os.close(fd)
+            os.close(self._fd)
             raise
         self._lock = threading.Lock()
         self._active = 0
         self._closed = False
-
-    @classmethod
-    def _from_fd(cls, fd: int, name: str) -> PreadSource:
-        """Adopt an open descriptor (closed by ``close``)."""
-        self = cls.__new__(cls)
-        self._init(fd, name)
-        return self
 
     def _acquire(self) -> int:
         with self._lock:
@@ -309,9 +338,6 @@ class PreadSource:
         finally:
             self._release()
 
-    def fileno(self) -> int:
-        return self._fd
-
     def close(self) -> None:
         with self._lock:
             if self._closed:
@@ -332,7 +358,9 @@ def _pread_full(fd: int, buffer: memoryview, offset: int, name: str) -> None:
         try:
             n = os.preadv(fd, [view[done:]], offset + done)
         except OSError as e:
-            raise SourceError(f"{name}: read failed at offset {offset + done}: {e}") from e
+            raise SourceError(
+                f"{name}: read failed at offset {offset + done}: {e}", offset=offset + done, source=name, errno=e.errno
+            ) from e
         if n == 0:
             raise _short_read(name, offset, total, done)
         done += n
@@ -364,23 +392,24 @@ class FileObjectSource:
 
     def __init__(self, fileobj: BinaryIO, name: str | None = None) -> None:
         self._f = fileobj
-        self.name = name or str(getattr(fileobj, "name", "<file object>"))
+        self.name = name or _file_name(fileobj)
         self._lock = threading.Lock()
+        # readinto fills the caller's buffer in place; plain read() returns a copy to move.
+        self._readinto = fileobj.readinto if isinstance(fileobj, ReadsInto) else None
         try:
             self.size = fileobj.seek(0, os.SEEK_END)
         except (OSError, AttributeError, ValueError) as e:
-            raise SourceError(f"{self.name}: file object is not seekable: {e}") from e
+            raise SourceError(f"{self.name}: file object is not seekable: {e}", source=self.name) from e
 
     def read_into(self, offset: int, buffer: memoryview) -> None:
         view = buffer.cast("B") if buffer.format != "B" else buffer
+        done = 0
         with self._lock:
             try:
                 self._f.seek(offset)
-                done = 0
                 while done < len(view):
-                    readinto = getattr(self._f, "readinto", None)
-                    if readinto is not None:
-                        n = readinto(view[done:])
+                    if self._readinto is not None:
+                        n = self._readinto(view[done:])
                     else:
                         chunk = self._f.read(len(view) - done)
                         n = len(chunk)
@@ -388,32 +417,90 @@ class FileObjectSource:
                     if not n:
                         raise _short_read(self.name, offset, len(view), done)
                     done += n
+            except SourceError:
+                raise
             except (OSError, ValueError) as e:
-                raise SourceError(f"{self.name}: read failed at offset {offset}: {e}") from e
+                raise SourceError(
+                    f"{self.name}: read failed at offset {offset + done}: {e}",
+                    offset=offset + done,
+                    source=self.name,
+                    errno=e.errno if isinstance(e, OSError) else None,
+                ) from e
 
     def close(self) -> None:
         pass  # the caller owns the file object
 
 
+def _file_name(fileobj: object) -> str:
+    # A file object's ``name`` is optional (BytesIO has none) and may be a descriptor number.
+    name = getattr(fileobj, "name", None)
+    return name if isinstance(name, str) and name else "<file object>"
+
+
+# --- the one way in ------------------------------------------------------------------------
+
 BACKENDS = ("mmap", "pread")
 
 
-def open_source(obj: Any, backend: str = "mmap") -> Any:
-    """A ByteSource for a path, PathLike, bytes-like object or binary file object."""
-    if isinstance(obj, (str, os.PathLike)):
-        return MmapSource(obj) if backend == "mmap" else PreadSource(obj)
+def check_backend(backend: object) -> str | None:
+    """``backend`` when it is ``"mmap"``, ``"pread"`` or None (chosen per file); else InvalidBackend."""
+    if backend is None or (isinstance(backend, str) and backend in BACKENDS):
+        return backend
+    raise InvalidBackend(f'backend "{backend}" is invalid (expected one of: "mmap", "pread")', backend=backend)
+
+
+def open_source(
+    obj: Any, backend: str | None = None, storage_options: Mapping[str, Any] | None = None
+) -> ByteSource:
+    """A ByteSource for anything a loader accepts.
+
+    ``obj`` is a path (str or PathLike), a ``file://``, ``http(s)://`` or fsspec URL, a
+    bytes-like object, a binary file object, or a ByteSource (returned as is).
+    ``backend`` (validated for every kind: anything but ``"mmap"``, ``"pread"`` or None raises
+    InvalidBackend) picks how a local file is read; None means ``"mmap"``, except ``"pread"``
+    for files on network and FUSE filesystems (``fstype.default_backend``), where a file
+    shrunk by another client would SIGBUS a map.  File objects with a descriptor are read
+    like their file (``"pread"`` reads through the object itself).  ``storage_options`` go to
+    remote sources (see :func:`pysafetensors.io.registry.open_url`).
+    """
+    backend = check_backend(backend)
+    if isinstance(obj, os.PathLike):
+        obj = os.fspath(obj)
+    if isinstance(obj, str):
+        from .registry import file_url_path, open_url, url_scheme  # registry imports this module
+
+        scheme = url_scheme(obj)
+        if scheme is None:
+            return _open_local(obj, backend)
+        if scheme == "file":
+            return _open_local(file_url_path(obj), backend)
+        return open_url(obj, storage_options)
     if isinstance(obj, (bytes, bytearray, memoryview, mmap.mmap)):
         return MemorySource(obj)
-    if hasattr(obj, "read") and hasattr(obj, "seek"):
-        fileno = getattr(obj, "fileno", None)
-        if fileno is not None and backend == "mmap":
-            try:
-                fd = fileno()
-                return MmapSource(f"/proc/self/fd/{fd}") if os.path.exists(f"/proc/self/fd/{fd}") else FileObjectSource(obj)
-            except (OSError, ValueError, AttributeError):
-                pass
-        return FileObjectSource(obj)
+    if isinstance(obj, ByteSource):
+        return obj
+    if isinstance(obj, BinaryFile):
+        return _open_file_object(obj, backend)
     raise TypeError(
-        f"cannot read safetensors from {type(obj).__name__}: expected a path, bytes-like object "
-        "or binary file object"
+        f"cannot read safetensors from {type(obj).__name__}: expected a path, URL, bytes-like object, "
+        "binary file object or ByteSource"
     )
+
+
+def _open_local(path: str, backend: str | None) -> ByteSource:
+    chosen = backend or fstype.default_backend(path)
+    return MmapSource(path) if chosen == "mmap" else PreadSource(path)
+
+
+def _open_file_object(obj: Any, backend: str | None) -> ByteSource:
+    name = _file_name(obj)
+    if backend != "pread":
+        try:
+            fd = obj.fileno()
+            regular = stat.S_ISREG(os.fstat(fd).st_mode)
+        except (OSError, ValueError, AttributeError):  # io.UnsupportedOperation is an OSError
+            regular = False
+        proc = f"/proc/self/fd/{fd}" if regular else ""
+        if proc and os.path.exists(proc) and (backend or fstype.default_backend(proc)) == "mmap":
+            return MmapSource(proc, name if name != "<file object>" else None)
+    return FileObjectSource(obj, name)

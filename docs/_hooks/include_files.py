@@ -1,0 +1,79 @@
+"""mkdocs hook: files kept at the repository root become pages, so each has one source.
+
+SECURITY.md, CHANGELOG.md and benchmarks/RESULTS.md are read where they live (GitHub shows
+them there, and the wheel's metadata and other tools point at them) and handed to mkdocs as
+generated pages.  Relative links between these files are rewritten to the pages they became.
+
+CHANGELOG.md is optional so the site builds in a checkout that has none: the page then says
+so instead of failing the build.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from pathlib import Path
+from typing import Any
+
+from mkdocs.structure.files import File, Files
+
+log = logging.getLogger("mkdocs.hooks.include_files")
+
+# page in the site -> (file in the repository, required)
+INCLUDES: dict[str, tuple[str, bool]] = {
+    "security-policy.md": ("SECURITY.md", True),
+    "benchmarks.md": ("benchmarks/RESULTS.md", True),
+    "changelog.md": ("CHANGELOG.md", True),
+}
+# Repository paths those files may link to, and the page each one is in the site.
+LINK_TARGETS = {source: page for page, (source, _) in INCLUDES.items()}
+LINK_TARGETS["README.md"] = "index.md"
+
+_LINK = re.compile(r"(\]\()([^)#\s]+)(#[^)\s]*)?(\))")
+
+NO_CHANGELOG = """# Changelog
+
+This checkout has no `CHANGELOG.md` at the repository root; the site shows it here when it exists.
+"""
+
+
+def _root(config: Any) -> Path:
+    return Path(config["config_file_path"]).resolve().parent
+
+
+def _rewrite_links(text: str, source: str) -> str:
+    base = Path(source).parent
+
+    def fix(match: re.Match[str]) -> str:
+        target = match.group(2)
+        if "://" in target or target.startswith(("mailto:", "/")):
+            return match.group(0)
+        resolved = (base / target).as_posix()
+        parts: list[str] = []
+        for part in resolved.split("/"):
+            if part == "..":
+                if parts:
+                    parts.pop()
+            elif part not in ("", "."):
+                parts.append(part)
+        page = LINK_TARGETS.get("/".join(parts))
+        if page is None:
+            return match.group(0)  # left as written: mkdocs --strict reports it if it is broken
+        return f"{match.group(1)}{page}{match.group(3) or ''}{match.group(4)}"
+
+    return _LINK.sub(fix, text)
+
+
+def on_files(files: Files, config: Any) -> Files:
+    root = _root(config)
+    for page, (source, required) in INCLUDES.items():
+        path = root / source
+        if path.is_file():
+            content = _rewrite_links(path.read_text(encoding="utf-8"), source)
+        elif required:
+            raise FileNotFoundError(f"{source} is missing: the docs page {page} is built from it")
+        else:
+            log.info("%s not found: %s says so", source, page)
+            content = NO_CHANGELOG
+        files.append(File.generated(config, page, content=content))
+    return files

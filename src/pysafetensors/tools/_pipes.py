@@ -1,0 +1,76 @@
+"""Inputs that cannot be mapped or seeked: a pipe (``/dev/stdin``), a FIFO, a character device.
+
+They are read into memory once, bounded by what the header declares (never more than
+STREAM_CAP), and then read like bytes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+from ..errors import SourceError
+from ..format.header import HEADER_CAP, N_LEN
+
+# A pipe or character device is read into memory; this bounds what its header may claim.
+STREAM_CAP = 4 << 30
+
+
+def _read_exact(fd: int, n: int) -> bytes:
+    parts, got = [], 0
+    while got < n:
+        part = os.read(fd, min(n - got, 16 << 20))
+        if not part:
+            break
+        parts.append(part)
+        got += len(part)
+    return b"".join(parts)
+
+
+def _declared_data_end(header: bytes) -> int:
+    """The largest data offset the header names (0 when it names none or is not JSON).
+
+    Only a bound on how much of a stream to read; the reader validates the header itself.
+    """
+    try:
+        obj = json.loads(header)
+    except (ValueError, RecursionError):
+        return 0
+    ends = [0]
+    if isinstance(obj, dict):
+        for entry in obj.values():
+            offsets = entry.get("data_offsets") if isinstance(entry, dict) else None
+            if isinstance(offsets, list) and offsets and all(type(o) is int for o in offsets):
+                ends.append(max(offsets))
+    return max(ends)
+
+
+def read_stream(path: str) -> bytes:
+    """The bytes of a pipe, FIFO or character device: the length prefix, the header, then the
+    data region the header declares plus one byte (so trailing bytes are reported), never more
+    than STREAM_CAP.  Opened non-blocking so a FIFO without a writer reads as empty instead of
+    hanging; the reads themselves block as for any pipe.
+    """
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    try:
+        os.set_blocking(fd, True)
+        data = _read_exact(fd, N_LEN)
+        if len(data) < N_LEN:
+            return data
+        n = int.from_bytes(data, "little")
+        if n > HEADER_CAP:
+            return data  # the reader reports the oversized header
+        header = _read_exact(fd, n)
+        data += header
+        if len(header) < n:
+            return data
+        end = _declared_data_end(header)
+        if N_LEN + n + end > STREAM_CAP:
+            raise SourceError(
+                f"{path}: not a regular file, and its header declares {N_LEN + n + end:,} bytes, over the "
+                f"{STREAM_CAP:,}-byte limit for reading a stream into memory; save it to a file first",
+                size=N_LEN + n + end,
+            )
+        return data + _read_exact(fd, end + 1)
+    finally:
+        os.close(fd)

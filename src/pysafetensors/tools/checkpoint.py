@@ -1,0 +1,334 @@
+"""One logical checkpoint, however it is stored: the input every tool (and the CLI and viewer) reads.
+
+An input is a local file, an ``http(s)://`` or fsspec URL (``memory://``, ``s3://``...), a
+``*.safetensors.index.json`` (local or URL), a local directory holding a checkpoint, or a
+local pipe/FIFO/character device (``/dev/stdin``), read into memory up to what its header
+declares (at most 4 GiB, ``_pipes.STREAM_CAP``).  :func:`open_checkpoint` opens it once as a
+:class:`Checkpoint`.
+
+The metadata rule (one rule for every tool): a checkpoint's ``metadata`` is the single file's
+``__metadata__``, or for a sharded checkpoint the index's ``metadata`` (exactly what
+``safe_open(index).metadata()`` returns).  Shard headers carry their own ``__metadata__``
+(``{"format": "pt"}`` from transformers); :meth:`Checkpoint.shard_metadata` groups them and
+:meth:`Checkpoint.metadata_disagreements` says where they disagree with each other or with
+the index.  Writers that turn a checkpoint back into safetensors files (``shard``, ``merge``)
+keep the first file's header metadata, :attr:`Checkpoint.header_metadata`.
+
+Tensor bytes come as a zero-copy view of mapped files, or as :class:`RangedBytes` over remote
+sources: slicing it reads just that byte range, so chunked tools never hold a whole tensor
+and move each byte over the network once.  :meth:`Checkpoint.stream` reads runs of small
+tensors that lie back to back with one request, so a remote input does not cost one request
+per small tensor.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from fnmatch import fnmatchcase
+from typing import Any, Protocol
+
+from ..errors import SafetensorError, SourceError, TensorNotFound
+from ..format.header import N_LEN, TensorInfo
+from ..io.protocols import capabilities
+from ..io.redact import redact_url
+from ..io.registry import url_scheme
+from ..io.sources import MemorySource
+from ..reader import SafeFile, alloc
+from ..sharded import ShardedFile, is_index_name, open_file
+from ._chunks import read_ahead_bytes
+from ._pipes import read_stream
+
+# Tensors at most this far apart in a file still share one read-ahead request.
+READ_AHEAD_GAP = 64 << 10
+
+
+class TensorBytes(Protocol):
+    """What the tools need of a tensor's bytes: a length and byte-range slicing."""
+
+    def __len__(self) -> int: ...
+
+    def __getitem__(self, key: slice, /) -> Any: ...
+
+
+class RangedBytes:
+    """A tensor's bytes on a source without zero-copy views: ``[lo:hi]`` reads that range only
+    (a failed read names the tensor: ``SafeFile.read_data``)."""
+
+    def __init__(self, file: SafeFile, info: TensorInfo) -> None:
+        self.file = file
+        self.info = info
+        self.length = info.nbytes
+
+    def __len__(self) -> int:
+        return self.length
+
+    def __getitem__(self, key: slice) -> memoryview:
+        if not isinstance(key, slice):
+            raise TypeError("RangedBytes supports byte-range slices only")
+        start, stop, step = key.indices(self.length)
+        if step != 1:
+            raise ValueError("RangedBytes slices must be contiguous")
+        buf = alloc(max(stop - start, 0))  # large chunks: an anonymous map, no zero-fill pass
+        if len(buf):
+            self.file.read_data(self.info.begin + start, buf, tensor=self.info.name)
+        return buf
+
+
+def matches(name: str, patterns: Sequence[str] | None) -> bool:
+    """Shell-glob match against any of ``patterns`` (None or empty: everything)."""
+    return not patterns or any(fnmatchcase(name, p) for p in patterns)
+
+
+@dataclass
+class ShardMetadata:
+    """Shards whose headers carry the same ``__metadata__``."""
+
+    files: list[str]
+    metadata: dict[str, str] | None
+
+
+@dataclass
+class MetadataDisagreement:
+    """One metadata key on which shard headers differ from each other or from the index."""
+
+    key: str
+    index: str | None  # the index's value (None: the index lacks the key)
+    shards: dict[str, str | None]  # shard -> its header's value (None: absent)
+
+
+@dataclass
+class Checkpoint:
+    """One logical checkpoint: every tensor, its bytes, its metadata, however many files hold it."""
+
+    path: str  # as shown to people: a URL without credentials or query string
+    files: list[SafeFile]
+    file_names: list[str]  # one per file (the shard names for a sharded input)
+    metadata: dict[str, str] | None  # the metadata rule: the file's, or the index's
+    index_path: str | None = None
+    sharded_file: ShardedFile | None = None
+    _owner: dict[str, int] = field(default_factory=dict)  # tensor -> position in files
+
+    def __post_init__(self) -> None:
+        if not self._owner:
+            for i, f in enumerate(self.files):
+                for name in f.names():
+                    self._owner[name] = i
+
+    @property
+    def sharded(self) -> bool:
+        return self.index_path is not None
+
+    @property
+    def local(self) -> bool:
+        """Whether the files are on this machine (paths, not URLs)."""
+        return url_scheme(self.index_path or self.path) in (None, "file")
+
+    @property
+    def header_metadata(self) -> dict[str, str] | None:
+        """The first file's ``__metadata__``: what shard and merge write into new files
+        (a shard's without the checkpoint id, which names the save it came from)."""
+        if self.sharded_file is not None and self.file_names:
+            return self.sharded_file.shard_metadata(self.file_names[0])
+        return self.files[0].metadata if self.files else None
+
+    def file_metadata(self, position: int) -> dict[str, str] | None:
+        """One file's header metadata (a shard's without the checkpoint id)."""
+        if self.sharded_file is not None:
+            return self.sharded_file.shard_metadata(self.file_names[position])
+        return self.files[position].metadata
+
+    @property
+    def file_size(self) -> int:
+        return sum(f.source.size for f in self.files)
+
+    @property
+    def header_size(self) -> int:
+        return sum(f.header.header_size for f in self.files)
+
+    @property
+    def tensor_count(self) -> int:
+        return len(self._owner)
+
+    @property
+    def tensors(self) -> list[TensorInfo]:
+        """Every tensor in file order (shard by shard; a shard's tensors the index maps elsewhere are skipped)."""
+        return [t for i in range(len(self.files)) for t in self.tensors_in(i)]
+
+    def tensors_in(self, i: int) -> list[TensorInfo]:
+        """The tensors of ``files[i]`` that belong to the checkpoint, in file order."""
+        f = self.files[i]
+        return [f.info(n) for n in f.names() if self._owner.get(n) == i]
+
+    def _file(self, name: str) -> SafeFile:
+        try:
+            return self.files[self._owner[name]]
+        except KeyError:
+            raise TensorNotFound(f"{self.path} does not contain tensor {name}", tensor=name) from None
+
+    def info(self, name: str) -> TensorInfo:
+        return self._file(name).info(name)
+
+    def file_of(self, name: str) -> str:
+        self._file(name)
+        return self.file_names[self._owner[name]]
+
+    def data(self, name: str) -> TensorBytes:
+        """The tensor's bytes to slice in chunks: a view of a mapped file, else ranged reads."""
+        f = self._file(name)
+        if capabilities(f.source).view:
+            return f.raw(name).data
+        return RangedBytes(f, f.info(name))
+
+    def read(self, name: str) -> memoryview:
+        """The whole tensor's bytes (a view when mapped, else one read); for writers."""
+        return self._file(name).raw(name).data
+
+    def stream(self, names: Sequence[str]) -> Iterator[tuple[TensorInfo, TensorBytes]]:
+        """``(info, bytes)`` for each name, in the order given.
+
+        On sources without views (HTTP, fsspec), consecutive names whose tensors lie back to
+        back in one file (holes of at most READ_AHEAD_GAP) come from one read of at most
+        :func:`read_ahead_bytes`; larger tensors stay :class:`RangedBytes` for chunked reads.
+        The bytes handed out are valid until the next item is taken.
+        """
+        window = read_ahead_bytes()
+        infos = [(self._file(n), self.info(n)) for n in names]
+        i = 0
+        while i < len(infos):
+            f, info = infos[i]
+            if capabilities(f.source).view or info.nbytes > window:
+                yield info, self.data(info.name)
+                i += 1
+                continue
+            j, end = i + 1, info.end
+            while j < len(infos):
+                g, nxt = infos[j]
+                if g is not f or nxt.begin < end or nxt.begin - end > READ_AHEAD_GAP or nxt.end - info.begin > window:
+                    break
+                end = nxt.end
+                j += 1
+            if j == i + 1:
+                yield info, self.data(info.name)
+                i += 1
+                continue
+            buf = alloc(end - info.begin)
+            f.read_data(info.begin, buf)  # a failure names the tensor it hit
+            for _, t in infos[i:j]:
+                yield t, buf[t.begin - info.begin : t.end - info.begin]
+            i = j
+
+    def data_regions(self) -> list[tuple[SafeFile, int, int]]:
+        """(file, absolute start, length) of each file's data region, in order."""
+        return [(f, N_LEN + f.header.header_size, f.header.data_size) for f in self.files]
+
+    def shard_metadata(self) -> list[ShardMetadata] | None:
+        """Shard headers' ``__metadata__``, grouped by equal value (None for a single file)."""
+        if not self.sharded:
+            return None
+        groups: list[ShardMetadata] = []
+        for position, name in enumerate(self.file_names):
+            meta = self.file_metadata(position)
+            for g in groups:
+                if g.metadata == meta:
+                    g.files.append(name)
+                    break
+            else:
+                groups.append(ShardMetadata([name], meta))
+        return groups
+
+    def metadata_disagreements(self) -> list[MetadataDisagreement] | None:
+        """Keys whose value differs between shard headers (absent counts as a value), or
+        between the index and a shard header that has the key.  The index may carry keys the
+        shards lack (``total_size``) and the shards keys the index lacks (``format``): that
+        is how Hugging Face checkpoints are written, not a disagreement.  None for a single file.
+        """
+        if not self.sharded:
+            return None
+        index = self.metadata or {}
+        headers = [(name, self.file_metadata(i) or {}) for i, name in enumerate(self.file_names)]
+        keys = sorted({k for _, m in headers for k in m})
+        out = []
+        for key in keys:
+            values = {name: m.get(key) for name, m in headers}
+            distinct = set(values.values())
+            against_index = key in index and any(v is not None and v != index[key] for v in distinct)
+            if len(distinct) > 1 or against_index:
+                out.append(MetadataDisagreement(key, index.get(key), values))
+        return out
+
+    def close(self) -> None:
+        for f in self.files:
+            f.close()
+        if self.sharded_file is not None:
+            self.sharded_file.close()
+
+    def __enter__(self) -> Checkpoint:  # noqa: PYI034
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _named(path: str, e: SafetensorError) -> SafetensorError:
+    # Say which file: format errors name tensors and offsets, not the path.
+    if path not in str(e):
+        e.args = (f"{path}: {e}",)
+    return e
+
+
+def _from_sharded(path: str, sf: ShardedFile) -> Checkpoint:
+    files: list[SafeFile] = []
+    try:
+        for shard in sf.shard_names:
+            try:
+                files.append(sf.shard(shard))
+            except SafetensorError as e:
+                raise _named(redact_url(shard), e) from None
+        owner: dict[str, int] = {}
+        for i, shard in enumerate(sf.shard_names):
+            sf.check(shard, complete=True)  # the index's rule: every mapped tensor is there
+            for t in sf.shard_tensors(shard):
+                owner[t.name] = i
+    except BaseException:
+        sf.close()
+        raise
+    return Checkpoint(path, files, list(sf.shard_names), sf.metadata, index_path=sf.name, sharded_file=sf, _owner=owner)
+
+
+def is_sharded_path(path: str) -> bool:
+    """Whether ``path`` names a sharded checkpoint (an index JSON, or a local directory)."""
+    return is_index_name(path) or (url_scheme(path) is None and os.path.isdir(path))
+
+
+def _open(path: str, storage_options: Mapping[str, Any] | None) -> SafeFile | ShardedFile:
+    if url_scheme(path) is None:
+        try:
+            mode = os.stat(path).st_mode
+        except OSError:
+            mode = None  # missing: open_file says so
+        if mode is not None and (stat.S_ISFIFO(mode) or stat.S_ISCHR(mode) or stat.S_ISSOCK(mode)):
+            return SafeFile(MemorySource(read_stream(path), name=path))
+        if mode is not None and not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+            raise SourceError(f"{path}: not a regular file or directory", path=path)
+    return open_file(path, None, storage_options)  # the backend is chosen per file (io.open_source)
+
+
+def open_checkpoint(path: str | os.PathLike[str], storage_options: Mapping[str, Any] | None = None) -> Checkpoint:
+    """Open a file, URL, index JSON, checkpoint directory or stream as one :class:`Checkpoint`.
+
+    ``storage_options`` go to remote sources (for HTTP: ``timeout``, ``headers``, ``token``...).
+    Errors name the input, with a URL's secrets removed.
+    """
+    path = os.fspath(path)
+    shown = redact_url(path)
+    try:
+        opened = _open(path, storage_options)
+    except SafetensorError as e:
+        raise _named(shown, e) from None
+    if isinstance(opened, ShardedFile):
+        return _from_sharded(shown, opened)
+    name = opened.name or shown
+    return Checkpoint(shown, [opened], [os.path.basename(redact_url(str(name)).rstrip("/"))], opened.metadata)

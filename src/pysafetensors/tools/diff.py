@@ -1,0 +1,275 @@
+"""Differences between two checkpoints: structure, metadata and (streamed) values.
+
+Values are compared chunk by chunk (bounded memory whatever the tensor size):
+
+* Integer and bool tensors (either dtype) are compared exactly in integer arithmetic: the
+  differing count is exact and ``max_abs_diff`` is an exact Python int (``2**53 + 1`` vs
+  ``2**53`` differ by 1; U64 near 2**64 too).  With tolerances, ``|a - b|`` (exact) is held to
+  ``atol + rtol * |b|``.
+* Exact mode (no tolerance) with equal float dtypes compares bit patterns: ``-0.0`` differs from
+  ``0.0``, identical NaNs match.  Otherwise floats are compared by value in float64
+  (complex128): NaN equals NaN, ``|a-b| <= atol + rtol*|b|``.
+* ``max_abs_diff`` of floats is ``inf`` where one side is infinite or NaN and the other is not
+  (``inf`` vs ``-inf`` included).  Cosine similarity is over the finite pairs, computed on
+  values scaled by powers of two, so it stays defined for huge finite values.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..format.header import TensorInfo
+from ._base import JsonResult, Progress, no_progress
+from ._chunks import iter_chunks
+from .checkpoint import Checkpoint, TensorBytes, open_checkpoint
+
+_INTEGER_KINDS = ("int", "uint", "bool")
+
+
+@dataclass
+class TensorDesc(JsonResult):
+    name: str
+    dtype: str
+    shape: list[int]
+    nbytes: int
+
+
+@dataclass
+class TensorChange(JsonResult):
+    name: str
+    a: TensorDesc
+    b: TensorDesc
+    changes: list[str]  # among "dtype", "shape", "nbytes"
+
+
+@dataclass
+class ValueDiff(JsonResult):
+    name: str
+    compared: bool
+    elements: int = 0
+    differing: int = 0
+    max_abs_diff: float | int | None = None  # an exact int for integer tensors
+    cosine_similarity: float | None = None
+    reason: str | None = None  # why a tensor was not compared
+
+
+@dataclass
+class DiffResult(JsonResult):
+    a: str
+    b: str
+    same: bool
+    tensors_added: list[TensorDesc] = field(default_factory=list)
+    tensors_removed: list[TensorDesc] = field(default_factory=list)
+    tensors_changed: list[TensorChange] = field(default_factory=list)
+    tensors_unchanged: int = 0
+    metadata_added: dict[str, str] = field(default_factory=dict)
+    metadata_removed: dict[str, str] = field(default_factory=dict)
+    metadata_changed: dict[str, dict[str, str]] = field(default_factory=dict)
+    values: list[ValueDiff] | None = None
+    rtol: float | None = None
+    atol: float | None = None
+
+
+def _desc(t: TensorInfo) -> TensorDesc:
+    return TensorDesc(t.name, t.dtype.code, list(t.shape), t.nbytes)
+
+
+class _Cosine:
+    """Running dot product and norms of the finite pairs, scaled by powers of two (no overflow)."""
+
+    def __init__(self) -> None:
+        self.dot = self.na = self.nb = 0.0
+        self.ea: int | None = None  # side a's values are held as x * 2**-ea
+        self.eb: int | None = None
+
+    @staticmethod
+    def _exp(x: Any, np: Any) -> int | None:
+        if not x.size:
+            return None
+        amax = float(np.max(np.abs(x)))
+        return math.frexp(amax)[1] if amax > 0 else None
+
+    def add(self, fa: Any, fb: Any, np: Any) -> None:
+        finite = np.isfinite(fa) & np.isfinite(fb)
+        if not finite.all():
+            fa, fb = np.where(finite, fa, 0), np.where(finite, fb, 0)
+        ea, eb = self._exp(fa, np), self._exp(fb, np)
+        if ea is not None and (self.ea is None or ea > self.ea):
+            if self.ea is not None:
+                self.dot, self.na = math.ldexp(self.dot, self.ea - ea), math.ldexp(self.na, 2 * (self.ea - ea))
+            self.ea = ea
+        if eb is not None and (self.eb is None or eb > self.eb):
+            if self.eb is not None:
+                self.dot, self.nb = math.ldexp(self.dot, self.eb - eb), math.ldexp(self.nb, 2 * (self.eb - eb))
+            self.eb = eb
+        sa = np.ldexp(1.0, -(self.ea or 0))
+        sb = np.ldexp(1.0, -(self.eb or 0))
+        ya, yb = fa * sa, fb * sb
+        self.dot += float(np.vdot(ya, yb).real)
+        self.na += float(np.vdot(ya, ya).real)
+        self.nb += float(np.vdot(yb, yb).real)
+
+    def value(self) -> float | None:
+        denom = math.sqrt(self.na) * math.sqrt(self.nb)
+        if denom == 0 or not math.isfinite(denom):
+            return None  # undefined for an all-zero tensor
+        return max(-1.0, min(1.0, self.dot / denom))  # rounding can step just past +-1
+
+
+def _int_view(x: Any, np: Any) -> Any:
+    return x.view(np.uint8) if x.dtype == np.bool_ else x
+
+
+def _int_abs_diff(xa: Any, xb: Any, np: Any) -> Any:
+    """Exact ``|a - b|`` of two integer arrays: uint64, or Python ints (object) past 64 bits."""
+    signed_a, signed_b = xa.dtype.kind == "i", xb.dtype.kind == "i"
+    if not signed_a and not signed_b:
+        a, b = xa.astype(np.uint64), xb.astype(np.uint64)
+    elif signed_a and signed_b or (xb if signed_a else xa).dtype.itemsize < 8:
+        a, b = xa.astype(np.int64), xb.astype(np.int64)  # int64 holds every value of both
+    else:  # a U64 against a signed dtype: the difference may need 65 bits
+        return np.abs(xa.astype(object) - xb.astype(object))
+    # The true difference of two int64/uint64 values fits in uint64; modular uint64
+    # subtraction of the larger minus the smaller gives it exactly.
+    ua, ub = a.view(np.uint64), b.view(np.uint64)
+    return np.where(a >= b, ua - ub, ub - ua)
+
+
+class _Compare:
+    """Running comparison of one tensor pair, chunk by chunk."""
+
+    def __init__(self, ta: TensorInfo, tb: TensorInfo, rtol: float | None, atol: float | None) -> None:
+        self.integer = ta.dtype.kind in _INTEGER_KINDS and tb.dtype.kind in _INTEGER_KINDS
+        self.tolerant = rtol is not None or atol is not None
+        self.exact_bits = ta.dtype == tb.dtype and not self.tolerant
+        self.rtol, self.atol = rtol or 0.0, atol or 0.0
+        self.differing = 0
+        self.max_abs: float | int = 0 if self.integer else 0.0
+        self.cosine = _Cosine()
+
+    def add(self, xa: Any, xb: Any) -> None:
+        import numpy as np
+
+        with np.errstate(all="ignore"):
+            if self.integer:
+                self._add_int(_int_view(xa, np), _int_view(xb, np), np)
+            else:
+                self._add_float(xa, xb, np)
+
+    def _add_int(self, xa: Any, xb: Any, np: Any) -> None:
+        d = _int_abs_diff(xa, xb, np)
+        if d.size:
+            self.max_abs = max(self.max_abs, int(d.max()))
+        if self.tolerant:
+            bound = self.atol + self.rtol * np.abs(xb.astype(np.float64))
+            self.differing += int(np.count_nonzero((d != 0) & ~(d.astype(np.float64) <= bound)))
+        else:
+            self.differing += int(np.count_nonzero(d != 0))
+        self.cosine.add(xa.astype(np.float64), xb.astype(np.float64), np)
+
+    def _add_float(self, xa: Any, xb: Any, np: Any) -> None:
+        work = np.complex128 if np.iscomplexobj(xa) or np.iscomplexobj(xb) else np.float64
+        fa, fb = xa.astype(work), xb.astype(work)
+        if self.exact_bits and np.array_equal(xa.view(np.uint8), xb.view(np.uint8)):
+            self.cosine.add(fa, fa, np)  # an identical chunk: only the norms are needed
+            return
+        if self.exact_bits:  # -0.0 != 0.0, equal NaNs match
+            ua = xa.view(f"u{xa.dtype.itemsize}") if xa.dtype.itemsize > 1 else xa.view(np.uint8)
+            ub = xb.view(f"u{xb.dtype.itemsize}") if xb.dtype.itemsize > 1 else xb.view(np.uint8)
+            self.differing += int(np.count_nonzero(ua != ub))
+        same = (fa == fb) | (np.isnan(fa) & np.isnan(fb))
+        d = np.where(same, 0.0, np.abs(fa - fb))
+        # NaN against a number, or inf - inf of opposite signs: infinitely apart.
+        np.nan_to_num(d, copy=False, nan=math.inf, posinf=math.inf)
+        if d.size:
+            self.max_abs = max(self.max_abs, float(d.max()))
+        if not self.exact_bits:
+            if not self.tolerant:
+                self.differing += int(d.size - np.count_nonzero(same))
+            else:
+                close = np.isclose(fa, fb, rtol=self.rtol, atol=self.atol, equal_nan=True)
+                self.differing += int(np.count_nonzero(~(close | same)))
+        self.cosine.add(fa, fb, np)
+
+
+def compare_values(
+    ta: TensorInfo, da: TensorBytes, tb: TensorInfo, db: TensorBytes,
+    rtol: float | None = None, atol: float | None = None, bar: Any = None,
+) -> ValueDiff:
+    """Compare two tensors' bytes (see the module docstring for the rules)."""
+    if ta.shape != tb.shape:
+        return ValueDiff(ta.name, False, reason="shapes differ")
+    n = ta.nelements
+    cmp = _Compare(ta, tb, rtol, atol)
+    for xa, xb in zip(iter_chunks(da, ta.dtype, n), iter_chunks(db, tb.dtype, n)):
+        cmp.add(xa, xb)
+        if bar is not None:
+            bar.update(xa.size * ta.dtype.bits // 8)
+    return ValueDiff(ta.name, True, n, cmp.differing, cmp.max_abs if n else None, cmp.cosine.value())
+
+
+def tensor_value_diff(
+    a: Checkpoint, b: Checkpoint, name: str, rtol: float | None = None, atol: float | None = None
+) -> ValueDiff:
+    """One tensor's value comparison (the viewer's on-demand diff), reading only its bytes."""
+    return compare_values(a.info(name), a.data(name), b.info(name), b.data(name), rtol, atol)
+
+
+def _check_tolerance(name: str, v: float | None) -> None:
+    if v is not None and (not isinstance(v, (int, float)) or v < 0 or not math.isfinite(v)):
+        raise ValueError(f"{name} must be a finite number >= 0, got {v!r}")
+
+
+def diff_files(
+    a: Checkpoint | str,
+    b: Checkpoint | str,
+    values: bool = False,
+    rtol: float | None = None,
+    atol: float | None = None,
+    progress: Progress = no_progress,
+) -> DiffResult:
+    """Compare two checkpoints.  ``same`` is False on any structural, metadata or value difference.
+
+    ``values`` streams both to compare tensor values; a tolerance (``rtol``/``atol``) implies it.
+    """
+    _check_tolerance("rtol", rtol)
+    _check_tolerance("atol", atol)
+    values = values or rtol is not None or atol is not None
+    if not isinstance(a, Checkpoint):
+        with open_checkpoint(a) as opened:
+            return diff_files(opened, b, values, rtol, atol, progress)
+    if not isinstance(b, Checkpoint):
+        with open_checkpoint(b) as opened:
+            return diff_files(a, opened, values, rtol, atol, progress)
+    ta = {t.name: t for t in a.tensors}
+    tb = {t.name: t for t in b.tensors}
+    r = DiffResult(a.path, b.path, True, rtol=rtol, atol=atol)
+    r.tensors_added = [_desc(tb[n]) for n in sorted(set(tb) - set(ta))]
+    r.tensors_removed = [_desc(ta[n]) for n in sorted(set(ta) - set(tb))]
+    common = sorted(set(ta) & set(tb))
+    for name in common:
+        x, y = ta[name], tb[name]
+        changes = [k for k, u, v in (("dtype", x.dtype, y.dtype), ("shape", x.shape, y.shape),
+                                     ("nbytes", x.nbytes, y.nbytes)) if u != v]
+        if changes:
+            r.tensors_changed.append(TensorChange(name, _desc(x), _desc(y), changes))
+    r.tensors_unchanged = len(common) - len(r.tensors_changed)
+    ma, mb = a.metadata or {}, b.metadata or {}
+    r.metadata_added = {k: mb[k] for k in sorted(set(mb) - set(ma))}
+    r.metadata_removed = {k: ma[k] for k in sorted(set(ma) - set(mb))}
+    r.metadata_changed = {k: {"a": ma[k], "b": mb[k]} for k in sorted(set(ma) & set(mb)) if ma[k] != mb[k]}
+    if values:
+        # In a's file order, so remote inputs read ahead; reported by name.
+        order = [t.name for t in a.tensors if t.name in tb]
+        with progress(sum(ta[n].nbytes for n in order), "comparing") as bar:
+            diffs = [compare_values(xa, da, xb, db, rtol, atol, bar)
+                     for (xa, da), (xb, db) in zip(a.stream(order), b.stream(order))]
+        r.values = sorted(diffs, key=lambda v: v.name)
+    r.same = not (
+        r.tensors_added or r.tensors_removed or r.tensors_changed
+        or r.metadata_added or r.metadata_removed or r.metadata_changed
+        or any(v.differing or not v.compared for v in r.values or [])
+    )
+    return r

@@ -1,0 +1,130 @@
+"""Identity of a checkpoint: weight-inspect's structural ID, the content hash, per-tensor hashes.
+
+The canonical form hashed (sha256, lowercase hex) is the compact JSON (no spaces, non-ASCII
+written raw, UTF-8) of::
+
+    {"format":"safetensors",
+     "metadata":{<key, sorted>: "\\"<value>\\"", ...},
+     "tensors":{<name, sorted>: {"name":<name>,"dtype":<lowercase code>,"shape":[...],"byte_length":<end-begin>}}}
+
+Each metadata value is first encoded as a JSON string (quotes, backslash, newline, CR, tab and
+control characters escaped), and that quoted text is the value stored, so it is escaped
+twice in the hashed bytes.  No metadata gives ``"metadata":{}``.  Offsets are not part of the
+ID: the same tensors written in another order have the same ID.  The short form is
+``wi:safetensors:0:<first 8 hex>``.  The metadata hashed is the checkpoint's (for a sharded
+checkpoint, the index's: :mod:`pysafetensors.tools.checkpoint`).
+
+The content hash (ModelSpec's ``hash_sha256``) covers every byte after the header; for a
+sharded checkpoint, the shards' data regions in shard order.  Content and per-tensor hashes
+come from ONE pass over the data regions (tensors tile a data region with no holes), so a
+remote checkpoint crosses the network once, in large requests, whichever hashes are asked for.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, cast
+
+from ..io.protocols import ViewSource, capabilities
+from ..reader import alloc
+from ._base import JsonResult, Progress, no_progress
+from .checkpoint import Checkpoint, open_checkpoint
+
+PREFIX = "wi:safetensors:0:"
+HASH_CHUNK = 16 << 20
+
+
+@dataclass
+class TensorHash(JsonResult):
+    name: str
+    sha256: str  # 0x + sha256 of the tensor's bytes as stored (little-endian, packed)
+
+
+@dataclass
+class Identity(JsonResult):
+    path: str
+    id: str  # the short form
+    sha256: str  # the full structural hash
+    canonical: str | None = None  # the hashed JSON, when asked for
+    content_sha256: str | None = None  # 0x..., when asked for
+    tensors: list[TensorHash] | None = None  # sorted by name, when asked for
+
+
+def canonical_form(metadata: Mapping[str, str] | None, tensors: Sequence[tuple[str, str, Sequence[int], int]]) -> str:
+    """The exact text hashed: see the module docstring.  ``tensors`` are (name, code, shape, byte_length)."""
+    meta = {k: json.dumps(v, ensure_ascii=False) for k, v in sorted((metadata or {}).items())}
+    entries = {
+        name: {"name": name, "dtype": code.lower(), "shape": [int(d) for d in shape], "byte_length": int(nbytes)}
+        for name, code, shape, nbytes in sorted(tensors, key=lambda t: t[0])
+    }
+    obj = {"format": "safetensors", "metadata": meta, "tensors": entries}
+    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False)
+
+
+def structural_id(metadata: Mapping[str, str] | None, tensors: Sequence[tuple[str, str, Sequence[int], int]]) -> str:
+    """Full lowercase sha256 hex of the canonical form."""
+    return hashlib.sha256(canonical_form(metadata, tensors).encode("utf-8")).hexdigest()
+
+
+def _specs(ckpt: Checkpoint) -> list[tuple[str, str, tuple[int, ...], int]]:
+    return [(t.name, t.dtype.code, t.shape, t.nbytes) for t in ckpt.tensors]
+
+
+def _hash_pass(ckpt: Checkpoint, content: bool, per_tensor: bool, bar: Any) -> tuple[str | None, list[TensorHash] | None]:
+    whole = hashlib.sha256() if content else None
+    hashers: dict[str, Any] = {}
+    buf: memoryview | None = None
+    for i, (f, start, length) in enumerate(ckpt.data_regions()):
+        owned = ckpt.tensors_in(i) if per_tensor else []  # in file order: by begin offset
+        for t in owned:
+            hashers[t.name] = hashlib.sha256()
+        k = 0  # the first owned tensor that may overlap the current chunk
+        view = capabilities(f.source).view
+        for off in range(0, length, HASH_CHUNK):
+            n = min(HASH_CHUNK, length - off)
+            if view:
+                chunk = cast(ViewSource, f.source).view(start + off, n)
+            else:
+                if buf is None or len(buf) < n:
+                    buf = alloc(n)
+                chunk = buf[:n]
+                f.read_data(off, chunk)  # a failure names the tensor it hit
+            if whole is not None:
+                whole.update(chunk)
+            while k < len(owned) and owned[k].end <= off:
+                k += 1
+            j = k
+            while j < len(owned) and owned[j].begin < off + n:
+                t = owned[j]
+                hashers[t.name].update(chunk[max(t.begin, off) - off : min(t.end, off + n) - off])
+                j += 1
+            bar.update(n)
+    digest = "0x" + whole.hexdigest() if whole is not None else None
+    tensors = [TensorHash(name, "0x" + hashers[name].hexdigest()) for name in sorted(hashers)] if per_tensor else None
+    return digest, tensors
+
+
+def identify(
+    ckpt: Checkpoint | str,
+    content: bool = False,
+    per_tensor: bool = False,
+    canonical: bool = False,
+    progress: Progress = no_progress,
+) -> Identity:
+    """The structural ID, and with ``content``/``per_tensor`` the hashes from one pass over the data."""
+    if not isinstance(ckpt, Checkpoint):
+        with open_checkpoint(ckpt) as opened:
+            return identify(opened, content, per_tensor, canonical, progress)
+    specs = _specs(ckpt)
+    digest = structural_id(ckpt.metadata, specs)
+    result = Identity(ckpt.path, PREFIX + digest[:8], digest)
+    if canonical:
+        result.canonical = canonical_form(ckpt.metadata, specs)
+    if content or per_tensor:
+        total = sum(length for _, _, length in ckpt.data_regions())
+        with progress(total, "hashing") as bar:
+            result.content_sha256, result.tensors = _hash_pass(ckpt, content, per_tensor, bar)
+    return result

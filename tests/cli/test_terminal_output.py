@@ -1,0 +1,126 @@
+"""What reaches the terminal: attacker-controlled names and metadata are escaped in every text
+output (JSON stays exact), and URLs never show their credentials or signatures."""
+
+from __future__ import annotations
+
+import json
+import re
+import socket
+from pathlib import Path
+
+import numpy as np
+import pytest
+from servers import RangeServer
+
+from pysafetensors.cli._common import escape_text
+from pysafetensors.numpy import save_file
+
+from .conftest import run_cli
+
+EVIL_NAME = "w\nresult: identical\x1b]0;pwned\x07\u202etxt.exe"
+EVIL_KEY = "k\x1b[31m\r"
+EVIL_VALUE = "v\x9b2J\u2066x\x00\n~ forged: line"
+# Anything a terminal would obey, or that reorders or breaks lines.
+UNSAFE = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+
+
+@pytest.fixture
+def evil(tmp_path: Path) -> tuple[Path, Path]:
+    a, b = tmp_path / "a.safetensors", tmp_path / "b.safetensors"
+    save_file({EVIL_NAME: np.arange(4, dtype=np.float32), "ok": np.zeros((2, 2), np.float32)}, str(a),
+              metadata={EVIL_KEY: EVIL_VALUE, "plain": "x"})
+    save_file({EVIL_NAME: np.arange(4, dtype=np.float32) + 1, "ok": np.zeros((2, 2), np.float32)}, str(b),
+              metadata={EVIL_KEY: EVIL_VALUE + "2"})
+    return a, b
+
+
+def test_escape_text() -> None:
+    assert escape_text("a\nb\tc\x1b[0m\x7f\x9b\u202e\u2066ok é") == "a\\nb\\tc\\x1b[0m\\x7f\\x9b\\u202e\\u2066ok é"
+
+
+def _commands(a: Path, b: Path) -> list[list[object]]:
+    return [
+        ["inspect", a], ["inspect", a, "--tensors"], ["inspect", a, "--tree"],
+        ["stats", a], ["id", a, "--tensors"],
+        ["diff", a, b, "--values"], ["diff", a, b, "--format", "md"],
+        ["metadata", a, "get"], ["metadata", a, "get", EVIL_KEY],
+        ["metadata", a, "set", f"{EVIL_KEY}=new\x1b[2J", "--dry-run"], ["validate", a],
+    ]
+
+
+def test_no_control_character_reaches_text_output(evil: tuple[Path, Path]) -> None:
+    a, b = evil
+    for args in _commands(a, b):
+        r = run_cli(*args)
+        assert r.code in (0, 1), (args, r.err)
+        for stream in (r.out, r.err):
+            assert not UNSAFE.search(stream), (args, stream)
+        assert not any(line.startswith(("result: identical", "~ forged")) for line in r.out.splitlines()), args
+    assert escape_text(EVIL_NAME) in run_cli("inspect", a, "--tensors").out
+    assert escape_text(EVIL_VALUE) in run_cli("metadata", a, "get", EVIL_KEY).out
+
+
+def test_json_output_stays_exact(evil: tuple[Path, Path]) -> None:
+    a, b = evil
+    inspect = json.loads(run_cli("inspect", a, "--json", "--tensors").out)
+    assert EVIL_NAME in {t["name"] for t in inspect["tensors"]} and inspect["metadata"][EVIL_KEY] == EVIL_VALUE
+    assert json.loads(run_cli("metadata", a, "get", EVIL_KEY, "--json").out)["value"] == EVIL_VALUE
+    diff = json.loads(run_cli("diff", a, b, "--values", "--json").out)
+    assert diff["metadata_changed"][EVIL_KEY] == {"a": EVIL_VALUE, "b": EVIL_VALUE + "2"}
+    assert [v["name"] for v in diff["values"] if v["differing"]] == [EVIL_NAME]
+
+
+def test_errors_are_escaped(evil: tuple[Path, Path]) -> None:
+    a, _ = evil
+    r = run_cli("metadata", a, "get", "\x1b]0;title\x07")
+    assert r.code == 1 and "\\x1b]0;title\\x07" in r.err and not UNSAFE.search(r.err)
+    r = run_cli("inspect", a / "x\x1b[2J")
+    assert r.code == 2 and not UNSAFE.search(r.err) and r.err.count("\n") == 1
+
+
+SECRET, PASSWORD = "SiGnAtUrE0123", "hunter2pass"
+
+
+def test_signed_and_credential_urls_never_printed(evil: tuple[Path, Path]) -> None:
+    a, _ = evil
+    with RangeServer({"m.safetensors": a.read_bytes()}) as server:
+        server.require_query = f"X-Amz-Signature={SECRET}"
+        signed = server.url(f"m.safetensors?X-Amz-Signature={SECRET}")
+        creds = signed.replace("http://", f"http://user:{PASSWORD}@")
+        missing = server.url(f"nope.safetensors?X-Amz-Signature={SECRET}").replace("http://", f"http://u:{PASSWORD}@")
+        runs = [
+            run_cli("inspect", signed), run_cli("inspect", signed, "--json"), run_cli("stats", signed, "--json"),
+            run_cli("id", signed, "--json", "--content"), run_cli("diff", signed, a), run_cli("diff", a, signed, "--json"),
+            run_cli("metadata", signed, "get", "--json"), run_cli("metadata", signed, "get", "missing"),
+            run_cli("inspect", creds), run_cli("inspect", missing), run_cli("metadata", missing, "get"),
+            run_cli("metadata", signed, "set", "k=v"),  # refused: no --output for a URL
+            run_cli("inspect", signed, "--frobnicate"),  # a usage error
+            run_cli("validate", signed), run_cli("validate", signed, "--json"), run_cli("validate", missing),
+        ]
+        assert runs[0].code == 0 and "/m.safetensors" in runs[0].out
+        assert json.loads(runs[1].out)["path"] == server.url("m.safetensors")
+        assert runs[9].code == 2 and "nope.safetensors" in runs[9].err
+        for r in runs:
+            assert SECRET not in r.out + r.err and PASSWORD not in r.out + r.err, r
+
+
+def test_timeout_option_bounds_a_silent_server(tmp_path: Path) -> None:
+    """A server that accepts the connection and never answers: --timeout makes it an error."""
+    import threading
+
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(16)  # never accepted: the request sits in the backlog, no reply ever comes
+    url = f"http://127.0.0.1:{listener.getsockname()[1]}/m.safetensors"
+    results: list[object] = []
+    worker = threading.Thread(target=lambda: results.append(run_cli("inspect", url, "--timeout", "0.2")), daemon=True)
+    try:
+        worker.start()
+        worker.join(120)  # without the option each attempt waits the library default (30 s)
+        assert results, "inspect did not return: --timeout did not reach the HTTP source"
+        r = results[0]
+        assert r.code == 2 and r.err.count("\n") == 1 and "127.0.0.1" in r.err  # type: ignore[attr-defined]
+    finally:
+        listener.close()
+    assert run_cli("inspect", tmp_path / "x", "--timeout", "0").code == 2
+    assert run_cli("inspect", tmp_path / "x", "--timeout", "nan").code == 2
