@@ -36,7 +36,7 @@ COOKIE = "pst_token"
 
 def static_bytes(name: str) -> bytes:
     """One of the page's files, shipped as package data."""
-    return resources.files("pysafetensors.view").joinpath("static", name).read_bytes()
+    return resources.files("pysafetensors.view").joinpath("static").joinpath(name).read_bytes()
 
 
 class ViewServer(http.server.ThreadingHTTPServer):
@@ -70,7 +70,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
     server: ViewServer
     protocol_version = "HTTP/1.1"
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base class's name
+    def log_message(self, format: str, *args: Any) -> None:
         pass  # the terminal shows the URL and errors, not an access log
 
     # --- checks -----------------------------------------------------------------------------
@@ -115,15 +115,15 @@ class _Handler(http.server.BaseHTTPRequestHandler):
     def _error(self, status: int, message: str) -> None:
         self._json(status, {"error": message})
 
-    def do_POST(self) -> None:  # noqa: N802 - http.server's naming
+    def do_POST(self) -> None:
         self._error(405, "read-only server")
 
-    do_PUT = do_DELETE = do_PATCH = do_POST  # noqa: N815
+    do_PUT = do_DELETE = do_PATCH = do_POST
 
-    def do_HEAD(self) -> None:  # noqa: N802
+    def do_HEAD(self) -> None:
         self.do_GET()
 
-    def do_GET(self) -> None:  # noqa: N802
+    def do_GET(self) -> None:
         if not self._host_ok():
             self._error(403, "unexpected Host header")
             return
