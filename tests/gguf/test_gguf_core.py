@@ -126,7 +126,6 @@ def _s(text: str) -> bytes:
         (_prefix(3, 0, 1) + _s("k") + struct.pack("<I", 99) + bytes(8), "unknown GGUF value type 99"),
         (_prefix(3, 0, 1) + _s("tok") + struct.pack("<IIQ", 9, 8, 2**63), "declares 9223372036854775808 items"),
         (_prefix(3, 0, 1) + _s("k") + struct.pack("<I", 8) + struct.pack("<Q", 2) + b"\xff\xfe", "invalid UTF-8"),
-        (_prefix(3, 0, 2) + (_s("k") + struct.pack("<IB", 0, 1)) * 2, "duplicate metadata key 'k'"),
         (_prefix(3, 1, 0) + _s("t") + struct.pack("<I", 5) + bytes(40 + 12), "has 5 dimensions"),
         (_prefix(3, 1, 0) + _s("t") + struct.pack("<IQIQ", 1, 2**63, 0, 0), "does not fit in int64"),
         (_prefix(3, 1, 0) + _s("t") + struct.pack("<IQQIQ", 2, 2**32, 2**32, 0, 0), "overflows int64"),
@@ -136,6 +135,17 @@ def test_malformed_headers(data: bytes, fragment: str) -> None:
     with pytest.raises(GGUFError) as info:
         parse_gguf_bytes(data)
     assert fragment in str(info.value)
+
+
+def test_duplicate_metadata_keys_are_listed_not_fatal() -> None:
+    """A repeated key stops nothing: the parse goes on (so validate lists every problem), the
+    first value is kept, and the layout check (which opening a file runs) names the key."""
+    data = _prefix(3, 0, 3) + (_s("k") + struct.pack("<IB", 0, 1)) + (_s("k") + struct.pack("<IB", 0, 2))
+    data += _s("j") + struct.pack("<IB", 0, 3)
+    header = parse_gguf_bytes(data)
+    assert header.value("k") == 1 and header.value("j") == 3
+    problems = list(check_layout(header))
+    assert [(p.code, p.message) for p in problems] == [("duplicate_key", f"duplicate metadata key 'k' at offset {24 + 9 + 5}")]
 
 
 def test_huge_array_is_refused_before_allocating() -> None:
@@ -171,13 +181,13 @@ def test_layout_problems_are_all_listed() -> None:
         ],
         128,
     )
-    problems = [p.message for p in check_layout(parse_gguf_bytes(data))]
+    problems = [p.describe() for p in check_layout(parse_gguf_bytes(data))]
     assert any("'b'" in p and "not a multiple of the alignment 32" in p for p in problems)
     assert any("overlap" in p for p in problems)
     assert any("'c'" in p and "block size 32" in p for p in problems)
     assert any("unknown GGML type 77" in p for p in problems)
     assert any("'e'" in p and "past the end" in p for p in problems)
-    assert any("duplicate tensor name 'a'" in p for p in problems)
+    assert "tensor 'a': the name is used by an earlier tensor too" in problems
 
 
 def test_opening_refuses_a_bad_layout(tmp_path: Path) -> None:

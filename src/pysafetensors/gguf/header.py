@@ -27,6 +27,7 @@ from .types import (
     MAGIC,
     SCALAR_FORMATS,
     SCALAR_SIZES,
+    VALUE_TYPE_NAMES,
     VERSIONS,
     GGMLType,
     ValueType,
@@ -38,7 +39,8 @@ MAX_DIMS = 4
 #: arrays of arrays nest at most this deep (llama.cpp reads none; gguf-py any).
 MAX_ARRAY_DEPTH = 8
 #: bytes asked for at a time; doubles while the header keeps going (remote reads stay few).
-_FIRST_READ = 256 * 1024
+#: The first read stays inside the 100,001 bytes a remote source fetches when it is opened.
+_FIRST_READ = 64 * 1024
 _MAX_READ = 16 * 1024 * 1024
 
 Reader = Callable[[int, int], bytes]
@@ -63,6 +65,32 @@ class GGUFField:
     type: ValueType
     value: Any  # int, float, bool, str, or GGUFArray
     offset: int
+
+    @property
+    def type_name(self) -> str:
+        """``uint32``, ``string``, ``array[string]``, ``array[array[int32]]``..."""
+        return type_name(self.type, self.value)
+
+    def plain(self) -> Any:
+        """The value as plain Python (arrays as lists, nested arrays as lists of lists)."""
+        return plain_value(self.value)
+
+
+def type_name(value_type: ValueType, value: Any = None) -> str:
+    """A value type as text; an array's names its items' type (a nested array's, its first item's)."""
+    if value_type is ValueType.ARRAY and isinstance(value, GGUFArray):
+        first = value.items[0] if value.item_type is ValueType.ARRAY and value.items else None
+        return f"array[{type_name(value.item_type, first)}]"
+    return VALUE_TYPE_NAMES[value_type]
+
+
+def plain_value(value: Any) -> Any:
+    """A metadata value as plain Python: GGUFArrays become lists (recursively)."""
+    if isinstance(value, GGUFArray):
+        if value.item_type is ValueType.ARRAY:
+            return [plain_value(v) for v in value.items]
+        return list(value.items)
+    return value
 
 
 @dataclass(frozen=True)
@@ -116,6 +144,8 @@ class GGUFHeader:
     data_offset: int  # absolute offset of the data section
     file_size: int
     alignment_problem: str | None = field(default=None)
+    #: (key, offset) of each metadata key met again after its first occurrence (the first value is kept)
+    duplicate_keys: tuple[tuple[str, int], ...] = ()
 
     def value(self, key: str, default: Any = None) -> Any:
         f = self.fields.get(key)
@@ -151,6 +181,7 @@ class _Cursor:
             raise GGUFError(
                 f"truncated GGUF file: {what} needs {n} bytes at offset {self.pos}, "
                 f"only {self.size - self.pos} remain",
+                code="truncated",
                 offset=self.pos,
                 wanted=n,
             )
@@ -161,6 +192,7 @@ class _Cursor:
             if len(data) < n:
                 raise GGUFError(
                     f"truncated GGUF file: {what} needs {n} bytes at offset {self.pos}, the source gave {len(data)}",
+                    code="truncated",
                     offset=self.pos,
                     wanted=n,
                 )
@@ -196,15 +228,49 @@ class _Parser:
             raise GGUFError(
                 f"{what}: string length {n} at offset {start} runs past the end of the file "
                 f"({self.c.remaining()} bytes remain)",
+                code="string_too_long",
                 offset=start,
                 length=n,
             )
-        raw = self.c.take(n, what)
+        return self._decode(self.c.take(n, what), what, start)
+
+    def _decode(self, raw: bytes, what: str, start: int) -> str:
         try:
             return raw.decode("utf-8")
         except UnicodeDecodeError as e:
             raise GGUFError(f"{what}: invalid UTF-8 at offset {start + (8 if self.wide else 4) + e.start}",
-                            offset=start) from None
+                            code="invalid_utf8", offset=start) from None
+
+    def strings(self, n: int, key: str) -> list[str]:
+        """``n`` strings in a row (a tokenizer's vocabulary): the ones inside the read window are
+        cut out of it in a tight loop; one that crosses the window's end goes through
+        :meth:`string`, which checks it and moves the window on."""
+        c = self.c
+        width = 8 if self.wide else 4
+        length_at = struct.Struct("<Q" if self.wide else "<I").unpack_from
+        out: list[str] = []
+        append = out.append
+        what = f"item of array {key!r}"
+        while len(out) < n:
+            buf, base = c.buf, c.base
+            p, end = c.pos - base, len(buf)
+            left = n - len(out)
+            try:
+                while left and p + width <= end:
+                    (length,) = length_at(buf, p)
+                    q = p + width + length
+                    if q > end:
+                        break
+                    append(buf[p + width : q].decode("utf-8"))
+                    p = q
+                    left -= 1
+            except UnicodeDecodeError:
+                c.pos = base + p
+                append(self.string(what))  # raises, naming the offset
+            c.pos = base + p
+            if left:
+                append(self.string(what))
+        return out
 
     def value_type(self, what: str) -> ValueType:
         start = self.c.pos
@@ -212,8 +278,8 @@ class _Parser:
         try:
             return ValueType(raw)
         except ValueError:
-            raise GGUFError(f"{what}: unknown GGUF value type {raw} at offset {start}", offset=start,
-                            value_type=raw) from None
+            raise GGUFError(f"{what}: unknown GGUF value type {raw} at offset {start}", code="unknown_value_type",
+                            offset=start, value_type=raw) from None
 
     def min_size(self, t: ValueType) -> int:
         """The fewest bytes one value of type ``t`` can take (bounds array counts)."""
@@ -232,7 +298,7 @@ class _Parser:
 
     def array(self, key: str, depth: int) -> GGUFArray:
         if depth > MAX_ARRAY_DEPTH:
-            raise GGUFError(f"{key!r}: arrays nested more than {MAX_ARRAY_DEPTH} deep", key=key)
+            raise GGUFError(f"{key!r}: arrays nested more than {MAX_ARRAY_DEPTH} deep", code="nesting", key=key)
         item_type = self.value_type(f"item type of array {key!r}")
         start = self.c.pos
         n = self.count(f"length of array {key!r}")
@@ -241,6 +307,7 @@ class _Parser:
             raise GGUFError(
                 f"array {key!r} at offset {start} declares {n} items of {item_type.name.lower()}, "
                 f"at least {need} bytes, but only {self.c.remaining()} bytes remain in the file",
+                code="array_too_long",
                 key=key,
                 offset=start,
                 count=n,
@@ -249,41 +316,52 @@ class _Parser:
             size = SCALAR_SIZES[item_type]
             raw = self.c.take(n * size, f"array {key!r}")
             return GGUFArray(item_type, list(struct.unpack(f"<{n}{SCALAR_FORMATS[item_type]}", raw)))
+        if item_type is ValueType.STRING:
+            return GGUFArray(item_type, self.strings(n, key))
         return GGUFArray(item_type, [self.value(item_type, key, depth) for _ in range(n)])
 
     # --- sections ---------------------------------------------------------------------------
     def parse(self) -> GGUFHeader:
         c = self.c
-        magic = c.take(4, "magic") if c.size >= 4 else b""
+        magic = c.take(4, "magic") if c.size >= 4 else c.read(0, c.size)
         if magic != MAGIC:
-            raise GGUFError(f"not a GGUF file: magic {magic!r}, expected {MAGIC!r}", magic=magic)
+            raise GGUFError(f"not a GGUF file: magic {magic!r}, expected {MAGIC!r}", code="not_gguf", magic=magic)
         self.version = int(c.unpack("<I", "version")[0])
         if self.version not in VERSIONS:
-            raise GGUFError(f"unsupported GGUF version {self.version} (supported: 1, 2, 3)", version=self.version)
+            swapped = int.from_bytes(self.version.to_bytes(4, "little"), "big")
+            hint = " (a big-endian GGUF file: only little-endian files are read)" if swapped in VERSIONS else ""
+            raise GGUFError(f"unsupported GGUF version {self.version} (supported: 1, 2, 3){hint}",
+                            code="unsupported_version", version=self.version)
         n_tensors = self.count("tensor count")
         n_kv = self.count("metadata count")
         kv_min = (8 if self.wide else 4) + 4 + 1  # key length, type, smallest value
         if n_kv * kv_min > c.remaining():
             raise GGUFError(
-                f"metadata count {n_kv} cannot fit in the {c.remaining()} bytes that remain", count=n_kv
+                f"metadata count {n_kv} cannot fit in the {c.remaining()} bytes that remain",
+                code="count_too_large", count=n_kv,
             )
         fields: dict[str, GGUFField] = {}
+        duplicates: list[tuple[str, int]] = []
         for _ in range(n_kv):
             start = c.pos
             key = self.string("metadata key")
-            if key in fields:
-                raise GGUFError(f"duplicate metadata key {key!r} at offset {start}", key=key, offset=start)
             t = self.value_type(f"type of {key!r}")
-            fields[key] = GGUFField(key, t, self.value(t, key), start)
+            value = self.value(t, key)
+            if key in fields:
+                duplicates.append((key, start))  # a layout problem (check_layout lists it); the first value stays
+            else:
+                fields[key] = GGUFField(key, t, value, start)
         info_min = (8 if self.wide else 4) + 4 + 4 + 8
         if n_tensors * info_min > c.remaining():
             raise GGUFError(
-                f"tensor count {n_tensors} cannot fit in the {c.remaining()} bytes that remain", count=n_tensors
+                f"tensor count {n_tensors} cannot fit in the {c.remaining()} bytes that remain",
+                code="count_too_large", count=n_tensors,
             )
         tensors = [self.tensor_info(i) for i in range(n_tensors)]
         alignment, problem = _alignment(fields)
         data_offset = -(-c.pos // alignment) * alignment
-        return GGUFHeader(self.version, fields, tuple(tensors), alignment, data_offset, c.size, problem)
+        return GGUFHeader(self.version, fields, tuple(tensors), alignment, data_offset, c.size, problem,
+                          tuple(duplicates))
 
     def tensor_info(self, index: int) -> GGUFTensorInfo:
         c = self.c
@@ -291,16 +369,17 @@ class _Parser:
         name = self.string(f"name of tensor #{index}")
         n_dims = int(c.unpack("<I", f"dimension count of {name!r}")[0])
         if n_dims > MAX_DIMS:
-            raise GGUFError(f"tensor {name!r} has {n_dims} dimensions (at most {MAX_DIMS})", tensor=name,
-                            n_dims=n_dims)
+            raise GGUFError(f"tensor {name!r} has {n_dims} dimensions (at most {MAX_DIMS})", code="too_many_dims",
+                            tensor=name, n_dims=n_dims)
         dim_fmt = "Q" if self.wide else "I"
         dims = tuple(int(d) for d in c.unpack(f"<{n_dims}{dim_fmt}", f"dimensions of {name!r}"))
         for d in dims:
             if d >= 2**63:  # llama.cpp reads dims as int64: a larger value is negative there
-                raise GGUFError(f"tensor {name!r}: dimension {d} does not fit in int64", tensor=name, dims=dims)
+                raise GGUFError(f"tensor {name!r}: dimension {d} does not fit in int64", code="dim_overflow",
+                                tensor=name, dims=dims)
         if prod(dims) >= 2**63:
             raise GGUFError(f"tensor {name!r}: element count of shape {list(dims)} overflows int64",
-                            tensor=name, dims=dims)
+                            code="dim_overflow", tensor=name, dims=dims)
         type_id, offset = c.unpack("<IQ", f"type and offset of {name!r}")
         return GGUFTensorInfo(name, dims, int(type_id), int(offset), start)
 
@@ -337,4 +416,6 @@ __all__ = [
     "is_gguf",
     "parse_gguf_bytes",
     "parse_gguf_header",
+    "plain_value",
+    "type_name",
 ]
