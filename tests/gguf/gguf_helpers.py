@@ -160,3 +160,36 @@ def llama_gguf(path: Path, source: dict[str, np.ndarray], *, n_head: int = 4, n_
         "general.name": ("tiny llama", V.STRING),
     }
     return write_gguf(path, tensors, arch="llama", kv=kv)
+
+
+def run_cli(*args: object) -> tuple[int, str, str]:
+    """The CLI in-process: (exit code, stdout, stderr)."""
+    import io
+    from contextlib import redirect_stderr, redirect_stdout
+
+    from pysafetensors.cli.main import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with redirect_stdout(out), redirect_stderr(err):
+        code = main([os.fspath(a) if isinstance(a, os.PathLike) else str(a) for a in args])
+    return code, out.getvalue(), err.getvalue()
+
+
+def cli_json(*args: object) -> tuple[int, Any]:
+    import json
+
+    code, out, err = run_cli(*args, "--json")
+    assert out, err
+    return code, json.loads(out)
+
+
+def reference_dequantized(path: os.PathLike[str] | str) -> dict[str, np.ndarray]:
+    """Every tensor of a GGUF as gguf-py reads and dequantizes it, in PyTorch's shape."""
+    out = {}
+    for t in gguf.GGUFReader(os.fspath(path)).tensors:
+        shape = tuple(int(d) for d in reversed(t.shape.tolist()))
+        if t.tensor_type in (Q.F32, Q.F16, Q.F64, Q.I8, Q.I16, Q.I32, Q.I64):
+            out[t.name] = np.asarray(t.data).reshape(shape)
+        else:
+            out[t.name] = np.asarray(quants.dequantize(t.data, t.tensor_type)).reshape(shape)
+    return out
