@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, cast
 
 from .._optional import require
-from ..errors import GGUFUnsupported, SourceError, TensorNotFound
+from ..errors import GGUFUnsupported, SourceError, TensorNotFound, UnsupportedShape
 from ..format.dtypes import BY_CODE, DType
 from ..io.protocols import ViewSource, capabilities
 from .check import require_valid
@@ -144,15 +144,28 @@ class GGUFFile:
         row_bytes = row // gt.block_elements * gt.block_bytes
         lo, hi = r0 * row_bytes, r1 * row_bytes
         raw = stored[lo:hi] if stored is not None else self.stored(name, lo, hi)
-        raw = raw.reshape(r1 - r0, row_bytes)
-        if gt.name in PLAIN_TYPES:
-            return raw.view(_numpy_dtype(value_dtype(t)))
+        try:
+            raw = raw.reshape(r1 - r0, row_bytes)
+            if gt.name in PLAIN_TYPES:
+                return raw.view(_numpy_dtype(value_dtype(t)))
+            if raw.size == 0:  # gguf-py cannot reshape an empty array: nothing to decode
+                import numpy as np
+
+                return np.empty((r1 - r0, row), dtype=np.float32)
+        except ValueError:  # no rows, but a row longer than numpy's index arithmetic allows
+            raise UnsupportedShape(f"tensor {name!r}: numpy cannot represent shape {list(t.shape)}",
+                                   tensor=name, shape=list(t.shape)) from None
         return dequantize(raw, t)
 
     def array(self, name: str) -> Any:
         """The tensor as numpy: plain types in their own dtype, quantized ones dequantized to float32."""
         t = self.info(name)
-        return self.rows(name, 0, row_count(t)).reshape(t.shape)
+        values = self.rows(name, 0, row_count(t))
+        try:
+            return values.reshape(t.shape)
+        except ValueError:  # an empty tensor whose other dims overflow numpy's index arithmetic
+            raise UnsupportedShape(f"tensor {name!r}: numpy cannot represent shape {list(t.shape)}",
+                                   tensor=name, shape=list(t.shape)) from None
 
     def decoded(self, name: str, heads: int | None = None, stored: Any = None) -> DecodedBytes:
         """The tensor's values as bytes that decode on slicing (see :class:`DecodedBytes`)."""
