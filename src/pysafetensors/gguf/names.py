@@ -75,40 +75,79 @@ def _source_tags() -> dict[str, frozenset[str]]:
     return {k: frozenset(v) for k, v in tags.items()}
 
 
-def hf_names(header: GGUFHeader) -> NameMapping:
-    """Hugging Face names for this file's tensors, where gguf-py knows the architecture."""
-    tmap = _name_map(header)
-    names = [t.name for t in header.tensors]
-    if tmap is None:
-        return NameMapping({}, names, header.architecture)
+def _candidates(tmap: Any) -> dict[str, list[str]]:
+    """llama.cpp name (no suffix) -> every Hugging Face name gguf-py maps to it, in its order."""
     candidates: dict[str, list[str]] = {}
     for key, (_kind, gguf_name) in tmap.mapping.items():
         if key != gguf_name:
             candidates.setdefault(gguf_name, []).append(key)
+    return candidates
+
+
+def hf_candidates(header: GGUFHeader) -> dict[str, list[str]]:
+    """Every Hugging Face name gguf-py knows for each of this file's tensors (suffix included);
+    a comparison with a checkpoint picks the one that checkpoint holds."""
+    tmap = _name_map(header)
+    if tmap is None:
+        return {}
+    candidates = _candidates(tmap)
+    out = {}
+    for t in header.tensors:
+        base, suffix = _split_suffix(t.name)
+        if base in candidates:
+            out[t.name] = [c + suffix for c in candidates[base]]
+    return out
+
+
+def _template(candidate: str, gguf_name: str) -> str:
+    """A candidate with its block number put back as gguf-py's source writes it (``{bid}``),
+    to look up its comment tags."""
+    m = re.match(r"blk\.(\d+)\.", gguf_name)
+    if m is None:
+        return candidate
+    return re.sub(rf"(^|\.){m.group(1)}(\.|$)", r"\1{bid}\2", candidate, count=1)
+
+
+def hf_names(header: GGUFHeader) -> NameMapping:
+    """Hugging Face names for this file's tensors, where gguf-py knows the architecture.
+
+    gguf-py's map lists, for each llama.cpp name, the names of every checkpoint family it
+    converts (its comments tag each with the families: ``# llama-hf``, ``# bert``).  The
+    candidate tagged with the file's architecture (``bert``, or ``llama-hf`` before
+    ``llama-pth``) wins; otherwise the naming scheme most candidates share, as said above.
+    """
+    tmap = _name_map(header)
+    names = [t.name for t in header.tensors]
+    if tmap is None:
+        return NameMapping({}, names, header.architecture)
+    candidates = _candidates(tmap)
     split = {n: _split_suffix(n) for n in names}
     prefixes = Counter(
         c.split(".", 1)[0] for base, _ in split.values() for c in candidates.get(base, []) if "." in c
     )
     scheme = prefixes.most_common(1)[0][0] if prefixes else None
     tags = _source_tags()
+    arch = header.architecture or ""
     # The sources (gguf-py's comment tags) of the first candidate under the scheme, tallied
     # over the model, say which checkpoint family it comes from ("llama-hf").
     scheme_tags: Counter[str] = Counter()
-    for base, _suffix in split.values():
+    for name, (base, _suffix) in split.items():
         under = [c for c in candidates.get(base, []) if scheme and c.startswith(scheme + ".")]
         if under:
-            scheme_tags.update(tags.get(under[0], ()))
+            scheme_tags.update(tags.get(_template(under[0], name), ()))
 
-    def rank(item: tuple[int, str]) -> tuple[int, int, int]:
+    def rank(name: str, item: tuple[int, str]) -> tuple[int, int, int, int]:
         position, candidate = item
-        score = sum(scheme_tags[t] for t in tags.get(candidate, ()))
-        return (-score, 0 if scheme and candidate.startswith(scheme + ".") else 1, position)
+        found = tags.get(_template(candidate, name), frozenset())
+        own = 2 if arch in found or f"{arch}-hf" in found else 1 if any(t.startswith(arch) for t in found) else 0
+        score = sum(scheme_tags[t] for t in found)
+        return (-own, -score, 0 if scheme and candidate.startswith(scheme + ".") else 1, position)
 
     chosen: dict[str, str] = {}
     for name, (base, _suffix) in split.items():
         options = candidates.get(base)
         if options:
-            chosen[name] = min(enumerate(options), key=rank)[1]
+            chosen[name] = min(enumerate(options), key=lambda item, name=name: rank(name, item))[1]  # type: ignore[misc]
     mapping = {n: chosen[n] + split[n][1] for n in names if n in chosen}
     unmapped = [n for n in names if n not in chosen]
     return NameMapping(mapping, unmapped, header.architecture)
@@ -159,6 +198,7 @@ __all__ = [
     "PERMUTED_QK_ARCHS",
     "NameMapping",
     "gguf_name_of",
+    "hf_candidates",
     "hf_names",
     "permute_qk",
     "qk_heads",

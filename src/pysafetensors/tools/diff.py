@@ -33,7 +33,7 @@ from typing import Any
 
 from ..format.header import TensorInfo
 from ..gguf.convert import metadata_string
-from ..gguf.names import hf_names, qk_heads
+from ..gguf.names import hf_candidates, hf_names, qk_heads
 from ._base import JsonResult, Progress, no_progress
 from ._chunks import iter_chunks
 from .checkpoint import AnyCheckpoint, Checkpoint, GGUFCheckpoint, TensorBytes, ValueTensor, open_checkpoint
@@ -339,13 +339,16 @@ def _plain_side(ckpt: AnyCheckpoint) -> _Side:
 
 
 def _mapped_side(ckpt: GGUFCheckpoint, other: set[str]) -> tuple[_Side, list[str]]:
-    """The GGUF's tensors under Hugging Face names, when that matches more of ``other``."""
+    """The GGUF's tensors under Hugging Face names, when that matches more of ``other``: of the
+    names gguf-py knows for a tensor, the one ``other`` holds, else :func:`hf_names`' choice."""
     plain = _plain_side(ckpt)
     mapping = hf_names(ckpt.header)
+    candidates = hf_candidates(ckpt.header)
     own: dict[str, str] = {}
     heads: dict[str, int] = {}
     for t in ckpt.tensors:
-        shown = mapping.hf.get(t.name, t.name)
+        held = [c for c in candidates.get(t.name, []) if c in other]
+        shown = held[0] if held else mapping.hf.get(t.name, t.name)
         if shown in own:  # two GGUF names for one HF name: keep the second as it is
             shown = t.name
         own[shown] = t.name
