@@ -12,6 +12,10 @@ the tensor size, and read only that tensor's bytes.
   (or the largest magnitude) of the finite values it covers.
 * :func:`difference_histogram`: the histogram of ``a - b`` for a tensor both checkpoints hold
   with the same shape (the viewer's diff page).
+
+Each takes a :class:`~pysafetensors.tools.checkpoint.Checkpoint` or a GGUFCheckpoint: a GGUF
+tensor's values are its dequantized ones (``dtype`` F32 for quantized types), decoded a few
+rows per chunk.
 """
 
 from __future__ import annotations
