@@ -246,14 +246,16 @@ def test_convert_holds_a_chunk_not_a_tensor(tmp_path: Path, monkeypatch: pytest.
     x = np.random.default_rng(0).standard_normal((1024, 1024)).astype(np.float32)
     path = write_gguf(tmp_path / "big.gguf", {"w": (quants.quantize(x, Q.Q8_0), Q.Q8_0)})
     monkeypatch.setattr(gguf_convert, "CHUNK_ELEMENTS", 1 << 14)
+    steps: list[int] = []
     with GGUFFile(MmapSource(path)) as f:
         tracemalloc.start()
         try:
-            gguf_convert.convert_gguf(f, tmp_path / "big.safetensors")
+            report = gguf_convert.convert_gguf(f, tmp_path / "big.safetensors", progress=steps.append)
             _, peak = tracemalloc.get_traced_memory()
         finally:
             tracemalloc.stop()
     assert peak < x.nbytes // 8, peak
+    assert steps == [(1 << 14) * 4] * 64 and report.bytes_written == x.nbytes  # the bar's steps: every chunk
     np.testing.assert_array_equal(upstream_numpy.load_file(tmp_path / "big.safetensors")["w"],
                                   quants.dequantize(quants.quantize(x, Q.Q8_0), Q.Q8_0))
 
@@ -285,7 +287,7 @@ def _same(a: Any, b: Any) -> bool:
     return {k: v for k, v in a.items() if k not in drop} == {k: v for k, v in b.items() if k not in drop}
 
 
-@pytest.mark.parametrize("command", [("inspect",), ("id",)])
+@pytest.mark.parametrize("command", [("inspect",), ("inspect", "--tree"), ("id",), ("validate",)])
 def test_remote_inspect_and_id_read_only_the_header(command: tuple[str, ...], big: Path, server: RangeServer) -> None:
     local = cli_json(*command, big)
     server.reset_log()

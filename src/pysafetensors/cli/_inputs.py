@@ -54,15 +54,13 @@ def open_input(path: str | os.PathLike[str], storage_options: Mapping[str, Any] 
                gguf: Literal[False] = False) -> Checkpoint: ...
 @overload
 def open_input(path: str | os.PathLike[str], storage_options: Mapping[str, Any] | None = None, *,
-               gguf: Literal[True]) -> Checkpoint | GGUFCheckpoint: ...
+               gguf: bool) -> Checkpoint | GGUFCheckpoint: ...
 def open_input(path: str | os.PathLike[str], storage_options: Mapping[str, Any] | None = None, *,
                gguf: bool = False) -> Checkpoint | GGUFCheckpoint:
     """Open a file, URL, index JSON, checkpoint directory or pipe as one :class:`Input`
     (with ``gguf``, a GGUF file as a GGUFCheckpoint; without, a GGUF file is refused)."""
     options = {**storage_options_for(path), **(storage_options or {})}
-    if gguf:
-        return open_checkpoint(path, options or None, gguf=True)
-    return open_checkpoint(path, options or None)
+    return open_checkpoint(path, options or None, gguf=gguf)
 
 
 __all__ = ["GGUFCheckpoint", "Input", "RangedBytes", "TensorBytes", "command_options", "is_sharded_path", "open_input",
