@@ -24,7 +24,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 CHILD = r"""
-import resource, sys, threading, time
+import json, resource, sys, threading, time
 from pysafetensors.cli.main import main
 
 peak_anon = 0
@@ -46,8 +46,8 @@ t = time.perf_counter()
 code = main(["convert", sys.argv[1], sys.argv[2], "--dtype", sys.argv[3], "--quiet"])
 wall = time.perf_counter() - t
 done.set()
-print({"code": code, "wall": wall, "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-       "anon_before_mib": base / 1024, "peak_anon_mib": peak_anon / 1024})
+print(json.dumps({"code": code, "wall": wall, "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+                  "anon_before_mib": base / 1024, "peak_anon_mib": peak_anon / 1024}))
 """
 
 
@@ -104,7 +104,7 @@ def main() -> int:
                 out = Path(tmp) / "out.safetensors"
                 proc = subprocess.run([sys.executable, "-c", CHILD, str(src), str(out), dtype], env=env,
                                       capture_output=True, text=True, check=True)
-                result = eval(proc.stdout.strip().splitlines()[-1])  # noqa: S307 - our own child's dict
+                result = json.loads(proc.stdout.strip().splitlines()[-1])
                 assert result["code"] == 0, proc.stderr
                 result["out_bytes"] = out.stat().st_size
                 runs.append(result)
