@@ -209,6 +209,13 @@ def target_open_torch(data: bytes, rng: random.Random) -> None:
                     raise FuzzBug(f"{name!r}{list(full.shape)}[{index!r}]: slice differs from torch indexing")
 
 
+def target_gguf(data: bytes, rng: random.Random) -> None:
+    """GGUF files, valid and broken: fuzz/gguf_target.py."""
+    from .gguf_target import target_gguf as run
+
+    run(data, rng)
+
+
 def _selftest_crash(data: bytes, rng: random.Random) -> None:
     """Kills its process, as a segfault in an extension would: checks the runner notices."""
     import signal
@@ -231,6 +238,7 @@ TARGETS: dict[str, Callable[[bytes, random.Random], None]] = {
     "open_file": target_open_file,
     "open_torch": target_open_torch,
     "faces": target_faces,
+    "gguf": target_gguf,
     # Names starting with "_" are not part of "all"; they test the runner itself.
     "_selftest_crash": _selftest_crash,
     "_selftest_hang": _selftest_hang,

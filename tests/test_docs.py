@@ -6,7 +6,9 @@
   fresh interpreter, in an empty temporary directory.  A block preceded by
   ``<!-- docs-test: not-run: REASON -->`` is not run (it needs the network); the reason is required.
 - Every ```console block preceded by ``<!-- docs-test: console -->`` runs its ``$`` lines in a
-  directory holding all-MiniLM-L6-v2's model.safetensors, and prints exactly what the block shows.
+  directory holding all-MiniLM-L6-v2's model.safetensors (and, for a block that names
+  ``model.gguf``, that model written as GGUF by gguf-py: ``tests/gguf/gguf_helpers.minilm_gguf``),
+  and prints exactly what the block shows.
 - README.md stays a short front page: at most 10 KB, the two set-up commands first, a link to each
   docs page in the site's nav.
 """
@@ -263,9 +265,21 @@ def _console_steps(code: str) -> list[tuple[str, str]]:
     return [(cmd, "\n".join(out).rstrip("\n")) for cmd, out in steps]
 
 
+@pytest.fixture(scope="module")
+def minilm_gguf(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """all-MiniLM-L6-v2 as GGUF (gguf-py writes it), for the GGUF guide's console blocks."""
+    sys.path.insert(0, str(ROOT / "tests" / "gguf"))
+    from gguf_helpers import minilm_gguf as write
+
+    return write(_minilm(), tmp_path_factory.mktemp("gguf") / "model.gguf")
+
+
 @pytest.mark.parametrize("page,block", CONSOLE, ids=[f"{_rel(p)}:{b.line}" for p, b in CONSOLE])
-def test_console_examples_print_what_they_show(page: Path, block: Block, tmp_path: Path) -> None:
+def test_console_examples_print_what_they_show(page: Path, block: Block, tmp_path: Path,
+                                               request: pytest.FixtureRequest) -> None:
     shutil.copyfile(_minilm(), tmp_path / "model.safetensors")
+    if "model.gguf" in block.code:
+        shutil.copyfile(request.getfixturevalue("minilm_gguf"), tmp_path / "model.gguf")
     prelude = f'pysafetensors() {{ "{sys.executable}" -m pysafetensors "$@"; }}\n'
     steps = _console_steps(block.code)
     assert steps

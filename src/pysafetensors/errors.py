@@ -259,6 +259,19 @@ class VerificationFailed(ConversionError):
     """The written file does not match its source; ``report`` holds the findings."""
 
 
+# --- GGUF (pysafetensors.gguf) -----------------------------------------------------------
+
+
+class GGUFError(SafetensorError, ValueError):
+    """A GGUF file breaks a rule of its format (magic, version, a length or count past the end
+    of the file, overlapping tensor data...); the message gives the offset or tensor."""
+
+
+class GGUFUnsupported(GGUFError):
+    """A well-formed GGUF that cannot be turned into what was asked (an unknown GGML type,
+    a quantized tensor with ``--dtype keep``...)."""
+
+
 # --- remote sources and sharded checkpoints ----------------------------------------------
 
 

@@ -3,7 +3,9 @@ with the options the command line gave (``--timeout`` for http(s) URLs).
 
 An input is a local file, an ``http(s)://`` or fsspec URL, a ``*.safetensors.index.json``
 (local or URL), a local directory holding a checkpoint, or a pipe (``/dev/stdin``); the
-commands see one logical checkpoint (:class:`Input`, the tools' Checkpoint).
+commands see one logical checkpoint (:class:`Input`, the tools' Checkpoint).  The commands that
+read GGUF too (inspect, id, diff, stats) open with ``gguf=True`` and hand what they get to the
+tools, which take either kind.
 """
 
 from __future__ import annotations
@@ -12,10 +14,17 @@ import os
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
-from typing import Any
+from typing import Any, Literal, overload
 
 from ..io.registry import url_scheme
-from ..tools.checkpoint import Checkpoint, RangedBytes, TensorBytes, is_sharded_path, open_checkpoint
+from ..tools.checkpoint import (
+    Checkpoint,
+    GGUFCheckpoint,
+    RangedBytes,
+    TensorBytes,
+    is_sharded_path,
+    open_checkpoint,
+)
 
 Input = Checkpoint
 
@@ -40,11 +49,19 @@ def storage_options_for(path: str | os.PathLike[str]) -> dict[str, Any]:
     return {}
 
 
-def open_input(path: str | os.PathLike[str], storage_options: Mapping[str, Any] | None = None) -> Checkpoint:
-    """Open a file, URL, index JSON, checkpoint directory or pipe as one :class:`Input`."""
+@overload
+def open_input(path: str | os.PathLike[str], storage_options: Mapping[str, Any] | None = None, *,
+               gguf: Literal[False] = False) -> Checkpoint: ...
+@overload
+def open_input(path: str | os.PathLike[str], storage_options: Mapping[str, Any] | None = None, *,
+               gguf: bool) -> Checkpoint | GGUFCheckpoint: ...
+def open_input(path: str | os.PathLike[str], storage_options: Mapping[str, Any] | None = None, *,
+               gguf: bool = False) -> Checkpoint | GGUFCheckpoint:
+    """Open a file, URL, index JSON, checkpoint directory or pipe as one :class:`Input`
+    (with ``gguf``, a GGUF file as a GGUFCheckpoint; without, a GGUF file is refused)."""
     options = {**storage_options_for(path), **(storage_options or {})}
-    return open_checkpoint(path, options or None)
+    return open_checkpoint(path, options or None, gguf=gguf)
 
 
-__all__ = ["Input", "RangedBytes", "TensorBytes", "command_options", "is_sharded_path", "open_input",
+__all__ = ["GGUFCheckpoint", "Input", "RangedBytes", "TensorBytes", "command_options", "is_sharded_path", "open_input",
            "storage_options_for"]

@@ -1,7 +1,9 @@
 """``pysafetensors diff A B``: structural, metadata and (with --values) streamed value differences.
 
 The comparison is :func:`pysafetensors.tools.diff.diff_files` (its docstring gives the rules
-for integers, floats and tolerances); this module renders it.
+for integers, floats and tolerances, and how a GGUF side is matched); this module renders it.
+With a GGUF side, text output says how names were matched, and long metadata values (a
+tokenizer's vocabulary) are shortened; ``--json`` has them in full.
 """
 
 from __future__ import annotations
@@ -10,8 +12,8 @@ import argparse
 import math
 from typing import Any
 
-from ..tools.diff import DiffResult, TensorDesc, ValueDiff, diff_files
-from ._common import emit, fmt_float, fmt_int, progress_factory, render_json, terminal_safe
+from ..tools.diff import DiffResult, GGUFDiffResult, TensorDesc, ValueDiff, diff_files
+from ._common import emit, fmt_float, fmt_int, plural, progress_factory, render_json, short_text, terminal_safe
 from ._inputs import open_input
 
 
@@ -33,6 +35,9 @@ def _value_line(v: ValueDiff) -> list[str]:
 def render_diff(r: DiffResult, fmt: str = "text") -> str:
     if fmt == "json":
         return render_json(r)
+    gguf = r if isinstance(r, GGUFDiffResult) else None
+    if gguf is not None:
+        r = _shortened(gguf)
     r = terminal_safe(r)
     md = fmt == "md"
     out: list[str] = []
@@ -40,6 +45,8 @@ def render_diff(r: DiffResult, fmt: str = "text") -> str:
         out += [f"# diff `{r.a}` vs `{r.b}`", ""]
     else:
         out += [f"--- {r.a}", f"+++ {r.b}"]
+    if gguf is not None:
+        out += _gguf_lines(terminal_safe(gguf)) + ([""] if md else [])
     out.append(
         f"tensors: {len(r.tensors_added)} added, {len(r.tensors_removed)} removed, "
         f"{len(r.tensors_changed)} changed, {r.tensors_unchanged} unchanged"
@@ -57,7 +64,7 @@ def render_diff(r: DiffResult, fmt: str = "text") -> str:
         if rows:
             out += ["", "| | tensor | change |", "|---|---|---|"] + [f"| {a} | `{b}` | {c} |" for a, b, c in rows]
         counts = (f"metadata: {len(r.metadata_added)} added, {len(r.metadata_removed)} removed, "
-                  f"{len(r.metadata_changed)} changed")
+                  f"{len(r.metadata_changed)} changed") if gguf is None or gguf.metadata_compared else _NOT_COMPARED
         out += ["", counts]
         if meta:
             out += ["", "| | key | value |", "|---|---|---|"] + [f"| {a} | `{b}` | {c} |" for a, b, c in meta]
@@ -69,7 +76,7 @@ def render_diff(r: DiffResult, fmt: str = "text") -> str:
     else:
         out += [f"{a} {b}  {c}" for a, b, c in rows]
         out.append(f"metadata: {len(r.metadata_added)} added, {len(r.metadata_removed)} removed, "
-                   f"{len(r.metadata_changed)} changed")
+                   f"{len(r.metadata_changed)} changed" if gguf is None or gguf.metadata_compared else _NOT_COMPARED)
         out += [f"{a} {b}: {c}" for a, b, c in meta]
         if r.values is not None:
             out.append(f"values ({_tol(r)}): {len(values)} of {len(r.values)} compared tensors differ")
@@ -77,6 +84,34 @@ def render_diff(r: DiffResult, fmt: str = "text") -> str:
                     for v in values]
     out += ["", "result: " + ("identical" if r.same else "different")]
     return "\n".join(out) + "\n"
+
+
+_NOT_COMPARED = "metadata: not compared (a GGUF's metadata and a safetensors __metadata__ say different things)"
+
+
+def _shortened(r: GGUFDiffResult) -> GGUFDiffResult:
+    import dataclasses
+
+    return dataclasses.replace(
+        r,
+        metadata_added={k: short_text(v) for k, v in r.metadata_added.items()},
+        metadata_removed={k: short_text(v) for k, v in r.metadata_removed.items()},
+        metadata_changed={k: {s: short_text(v) for s, v in c.items()} for k, c in r.metadata_changed.items()},
+    )
+
+
+def _gguf_lines(r: GGUFDiffResult) -> list[str]:
+    out = [f"formats: {r.formats[0]} vs {r.formats[1]}"]
+    if r.names_mapped:
+        line = (f"names: {plural(r.names_mapped, 'GGUF name')} shown as Hugging Face names "
+                f"(gguf-py's map for {r.architecture})")
+        if r.unpermuted:
+            line += f"; q/k rows put back in Hugging Face order in {plural(len(r.unpermuted), 'tensor')}"
+        out.append(line)
+        if r.unmapped:
+            shown = ", ".join(r.unmapped[:8]) + (" ..." if len(r.unmapped) > 8 else "")
+            out.append(f"names: {plural(len(r.unmapped), 'GGUF name')} gguf-py could not map: {shown}")
+    return out
 
 
 def _tol(r: DiffResult) -> str:
@@ -105,7 +140,7 @@ def run(args: argparse.Namespace) -> int:
             from .main import UsageError
 
             raise UsageError(f"pysafetensors diff: error: --{name} must be a finite number >= 0, got {v}")
-    with open_input(args.a) as a, open_input(args.b) as b:
+    with open_input(args.a, gguf=True) as a, open_input(args.b, gguf=True) as b:
         r = diff_files(a, b, values, args.rtol, args.atol, progress_factory(args))
     fmt = args.format or ("json" if args.json else "text")
     emit(render_diff(r, fmt))

@@ -40,7 +40,7 @@ def add_parser(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    with open_input(args.file) as ckpt:
+    with open_input(args.file, gguf=True) as ckpt:
         result = identify(ckpt, args.content, args.tensors, args.canonical, progress_factory(args))
     emit(render_id(result, "json" if args.json else "text"))
     return 0

@@ -1,18 +1,24 @@
 """``pysafetensors inspect FILE``: sizes, counts per dtype, metadata, tensor table, dotted tree.
 
 The numbers are :func:`pysafetensors.tools.summary.summarize`'s; this module renders them.
+A GGUF file's summary adds its version, alignment and typed metadata (long arrays such as a
+tokenizer's vocabulary shown as their length and first items; ``--json`` has them in full),
+and its tensors' dims in GGUF's order beside PyTorch's shape.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import json
 from typing import Any
 
-from ..tools.summary import MODELSPEC_PREFIX, Summary, summarize
+from ..tools.summary import MODELSPEC_PREFIX, GGUFMetadataEntry, GGUFSummary, Summary, summarize
 from ..tools.tree import TreeNode
 from ._common import (
     disagreement_lines,
     emit,
+    escape_text,
     fmt_bytes,
     fmt_count,
     fmt_int,
@@ -66,9 +72,86 @@ def _metadata_lines(result: Summary) -> list[str]:
     return out
 
 
+#: array items shown in text; strings in them cut to this many characters
+ARRAY_ITEMS = 5
+ITEM_CHARS = 40
+
+
+def _scalar(value: Any, type_name: str, limit: int | None = None) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float) and "float32" in type_name:
+        import numpy as np
+
+        return str(np.float32(value))  # the shortest text that reads back as the stored float32
+    if isinstance(value, float):
+        return repr(value)
+    if isinstance(value, str):
+        text = json.dumps(value, ensure_ascii=False)
+        return text if limit is None or len(text) <= limit else text[: limit - 4] + '..."'
+    if isinstance(value, list):
+        inner = type_name[len("array["):-1] if type_name.startswith("array[") else type_name
+        shown = [_scalar(v, inner, ITEM_CHARS) for v in value[:ARRAY_ITEMS]]
+        return "[" + ", ".join(shown) + (", ..." if len(value) > ARRAY_ITEMS else "") + "]"
+    return str(value)
+
+
+def gguf_value_text(entry: GGUFMetadataEntry) -> str:
+    """One metadata value as ``inspect`` shows it: arrays as their length and first items."""
+    if entry.count is None:
+        return short_text(_scalar(entry.value, entry.type))
+    text = _scalar(entry.value, entry.type)
+    if entry.count > ARRAY_ITEMS:
+        text = f"{fmt_int(entry.count)} items: {text}"
+    return short_text(text)
+
+
+def _render_gguf(result: GGUFSummary, meta: dict[str, GGUFMetadataEntry], tensors: bool) -> list[str]:
+    out = [f"file:        {result.path}",
+           f"format:      GGUF version {result.gguf_version}, alignment {result.alignment}",
+           f"file size:   {fmt_bytes(result.file_size)}",
+           f"header size: {fmt_bytes(result.header_size)}"]
+    count = fmt_int(result.tensor_count)
+    if result.filter:
+        count += f" of {fmt_int(result.total_tensor_count or 0)} (filter: {' '.join(result.filter)})"
+    out.append(f"tensors:     {count}")
+    out.append(f"parameters:  {fmt_count(result.parameter_count)}")
+    if result.parameters_by_dtype:
+        out.append("by type:")
+        rows = [[d, fmt_int(p), fmt_int(result.bytes_by_dtype[d])] for d, p in result.parameters_by_dtype.items()]
+        out.extend("  " + line for line in table(rows, ["type", "parameters", "bytes"], right=[1, 2]).splitlines())
+    out.append(f"metadata:    {plural(len(meta), 'key')}")
+    if meta:
+        # Strings are shown JSON-quoted (control characters escaped by JSON); escape_text then
+        # catches what JSON leaves as it is (C1 controls, bidi overrides).
+        rows = [[escape_text(k), e.type, escape_text(gguf_value_text(e))] for k, e in meta.items()]
+        out.extend("  " + line for line in table(rows, ["key", "type", "value"]).splitlines())
+    if tensors:
+        rows = [[r.name, r.dtype, str(r.shape), str(getattr(r, "gguf_dims", "")),
+                 f"[{r.data_offsets[0]}, {r.data_offsets[1]}]", fmt_int(r.nbytes)] for r in result.tensors]
+        out.append("")
+        out.append(table(rows, ["name", "type", "shape", "GGUF dims", "data_offsets", "bytes"], right=[5]))
+    return out
+
+
+def _trimmed(meta: dict[str, GGUFMetadataEntry]) -> dict[str, GGUFMetadataEntry]:
+    # Text shows an array's first items only: the rest (a 128k-word vocabulary) is not looked at.
+    return {k: dataclasses.replace(e, value=e.value[: ARRAY_ITEMS + 1]) if e.count is not None else e
+            for k, e in meta.items()}
+
+
 def render_inspect(result: Summary, fmt: str = "text", tensors: bool = False) -> str:
     if fmt == "json":
         return render_json(result)
+    if isinstance(result, GGUFSummary):
+        meta = _trimmed(result.gguf_metadata)
+        safe = terminal_safe(dataclasses.replace(result, gguf_metadata={}))
+        out = _render_gguf(safe, meta, tensors)
+        if safe.tree is not None:
+            out.append("")
+            out.append(f"tree ({fmt_int(safe.tree.parameters)} params):")
+            _render_tree(safe.tree, out)
+        return "\n".join(out) + "\n"
     result = terminal_safe(result)
     out = [f"file:        {result.path}"]
     if result.files:
@@ -102,14 +185,14 @@ def add_parser(subparsers: Any) -> None:
     from .main import common_options
 
     p = subparsers.add_parser("inspect", parents=[common_options()], help="sizes, parameter counts, metadata, tensors")
-    p.add_argument("file", help="a .safetensors file, an index JSON, a checkpoint directory, a URL or a pipe")
+    p.add_argument("file", help="a .safetensors or .gguf file, an index JSON, a checkpoint directory, a URL or a pipe")
     p.add_argument("--tensors", action="store_true", help="list every tensor (name, dtype, shape, offsets, bytes)")
     p.add_argument("--tree", action="store_true", help="group tensors by dotted prefix with per-subtree counts")
     p.add_argument("--filter", action="append", metavar="GLOB", help="only tensors whose name matches (repeatable)")
 
 
 def run(args: argparse.Namespace) -> int:
-    with open_input(args.file) as ckpt:
+    with open_input(args.file, gguf=True) as ckpt:
         result = summarize(ckpt, args.filter, tree=args.tree)
     emit(render_inspect(result, "json" if args.json else "text", tensors=args.tensors))
     return 0

@@ -33,7 +33,7 @@ def add_parser(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    with open_input(args.file) as ckpt:
+    with open_input(args.file, gguf=True) as ckpt:
         result = file_stats(ckpt, args.filter, progress_factory(args))
     emit(render_stats(result, "json" if args.json else "text"))
     return 0

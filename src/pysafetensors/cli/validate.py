@@ -1,5 +1,7 @@
 """``pysafetensors validate FILE``: check every format rule and report every problem found.
 
+A GGUF file (recognised by its magic) is checked by :func:`pysafetensors.gguf.check.validate_gguf`.
+
 ``format.header.parse_header`` stops at the first broken rule (it must: it is the reader).
 This is a lenient second parse that keeps going, using the same constants, dtype table and
 JSON hooks, so it reports all problems, each with the tensor and offsets involved.  The
@@ -27,6 +29,8 @@ from ..format.header import (
     parse_header,
 )
 from ..format.index import check_shard
+from ..gguf.check import validate_gguf
+from ..gguf.header import is_gguf
 from ..io.redact import redact_url
 from ..io.registry import open_source
 from ..sharded import find_in_directory, is_index_name, open_index
@@ -220,12 +224,30 @@ def _read_head(source: Any) -> bytes:
     return bytes(prefix + head)
 
 
+def _validate_gguf(path: str, source: Any) -> ValidateResult:
+    """A GGUF file (its magic first): :func:`pysafetensors.gguf.check.validate_gguf`'s problems."""
+    def read(offset: int, n: int) -> bytes:
+        buf = bytearray(n)
+        source.read_into(offset, memoryview(buf))
+        return bytes(buf)
+
+    found = validate_gguf(read, source.size)
+    r = ValidateResult(path, found.valid, source.size)
+    if found.header is not None:
+        r.header_size = found.header.data_offset
+        r.tensor_count = len(found.header.tensors)
+    r.problems = [Problem(p.code, p.message, p.tensor) for p in found.problems]
+    return r
+
+
 def _validate_file(path: str) -> ValidateResult:
     """Validate one file: a local path or a URL (only its header is read)."""
     source = open_source(path, "pread", storage_options_for(path))
     try:
         size = source.size
         head = _read_head(source)
+        if is_gguf(head):
+            return _validate_gguf(path, source)
     finally:
         source.close()
     r = ValidateResult(path, True, size)
@@ -322,7 +344,7 @@ def render_validate(r: ValidateResult, fmt: str = "text") -> str:
 def add_parser(subparsers: Any) -> None:
     from .main import common_options
 
-    p = subparsers.add_parser("validate", parents=[common_options()], help="check every format rule (exit 1 if invalid)")
+    p = subparsers.add_parser("validate", parents=[common_options()], help="check every format rule of a safetensors or GGUF file (exit 1 if invalid)")
     p.add_argument("file")
 
 

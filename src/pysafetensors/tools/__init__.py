@@ -4,12 +4,15 @@ Each module computes one thing and returns dataclasses (``to_dict()`` is the JSO
 keys ``--json`` prints); ``cli/`` renders them as text or JSON and ``view/`` serves them to the
 page, so every number has one implementation.  Functions take an open
 :class:`~pysafetensors.tools.checkpoint.Checkpoint` (from :func:`open_checkpoint`: a file, URL,
-index, directory or pipe), or a path they open and close themselves.
+index, directory or pipe), or a path they open and close themselves.  The read tools (summary,
+tree, identity, diff, stats, values) also take a GGUF file as a ``GGUFCheckpoint``
+(``open_checkpoint(path, gguf=True)``).
 
 ========================  ==========================================================  =================
 module                    functions                                                   returns
 ========================  ==========================================================  =================
-``checkpoint``            ``open_checkpoint(path, storage_options)``                  ``Checkpoint``
+``checkpoint``            ``open_checkpoint(path, storage_options, gguf)``            ``Checkpoint``,
+                                                                                      ``GGUFCheckpoint``
 ``summary``               ``summarize(ckpt, patterns, tree)``, ``tensor_rows(ckpt)``  ``Summary``
 ``tree``                  ``build_tree(rows or ckpt.tensors)``                        ``TreeNode``
 ``identity``              ``identify(ckpt, content, per_tensor, canonical)``,         ``Identity``

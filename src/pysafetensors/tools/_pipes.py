@@ -1,7 +1,8 @@
 """Inputs that cannot be mapped or seeked: a pipe (``/dev/stdin``), a FIFO, a character device.
 
 They are read into memory once, bounded by what the header declares (never more than
-STREAM_CAP), and then read like bytes.
+STREAM_CAP), and then read like bytes.  A GGUF stream (its magic first) declares no total
+size: it is read to its end, up to STREAM_CAP.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import os
 
 from ..errors import SourceError
 from ..format.header import HEADER_CAP, N_LEN
+from ..gguf.header import is_gguf
 
 # A pipe or character device is read into memory; this bounds what its header may claim.
 STREAM_CAP = 4 << 30
@@ -56,6 +58,15 @@ def read_stream(path: str) -> bytes:
         os.set_blocking(fd, True)
         data = _read_exact(fd, N_LEN)
         if len(data) < N_LEN:
+            return data
+        if is_gguf(data):
+            data += _read_exact(fd, STREAM_CAP + 1 - N_LEN)
+            if len(data) > STREAM_CAP:
+                raise SourceError(
+                    f"{path}: not a regular file, and this GGUF stream is over the {STREAM_CAP:,}-byte limit for "
+                    "reading a stream into memory; save it to a file first",
+                    size=len(data),
+                )
             return data
         n = int.from_bytes(data, "little")
         if n > HEADER_CAP:

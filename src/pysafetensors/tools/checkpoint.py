@@ -4,7 +4,18 @@ An input is a local file, an ``http(s)://`` or fsspec URL (``memory://``, ``s3:/
 ``*.safetensors.index.json`` (local or URL), a local directory holding a checkpoint, or a
 local pipe/FIFO/character device (``/dev/stdin``), read into memory up to what its header
 declares (at most 4 GiB, ``_pipes.STREAM_CAP``).  :func:`open_checkpoint` opens it once as a
-:class:`Checkpoint`.
+:class:`Checkpoint`; with ``gguf=True`` a file that starts with GGUF's magic (llama.cpp's
+format, any of the same inputs) opens as a :class:`GGUFCheckpoint` instead, which the read
+tools (summary, tree, identity, diff, stats, values) take beside a Checkpoint: the front the
+commands ask, so no command branches on the format.  Tools that write safetensors files from a
+checkpoint (shard, merge, metadata edits) open without ``gguf`` and get a clear error for one.
+
+A GGUFCheckpoint's tensors (:class:`GGUFTensor`) carry GGUF's facts (GGML type, dims in GGUF's
+order, stored bytes) and, as ``dtype``/``shape``, those of their *values*: the shape in
+PyTorch's order and the dtype a tensor reads as (F32 for quantized types, which gguf-py
+dequantizes).  ``data(name)`` gives those values as bytes that decode on slicing
+(:class:`~pysafetensors.gguf.reader.DecodedBytes`), so the chunked tools stream a quantized
+tensor a few rows at a time, exactly as they stream a safetensors one.
 
 The metadata rule (one rule for every tool): a checkpoint's ``metadata`` is the single file's
 ``__metadata__``, or for a sharded checkpoint the index's ``metadata`` (exactly what
@@ -28,13 +39,18 @@ import stat
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
-from typing import Any, Protocol
+from math import prod
+from typing import Any, Literal, Protocol, overload
 
-from ..errors import SafetensorError, SourceError, TensorNotFound
+from ..errors import GGUFUnsupported, SafetensorError, SourceError, TensorNotFound
+from ..format.dtypes import DType
 from ..format.header import N_LEN, TensorInfo
-from ..io.protocols import capabilities
+from ..gguf.header import GGUFHeader, is_gguf
+from ..gguf.reader import DecodedBytes, GGUFFile, value_dtype
+from ..gguf.types import MAGIC
+from ..io.protocols import ByteSource, capabilities
 from ..io.redact import redact_url
-from ..io.registry import url_scheme
+from ..io.registry import open_source, url_scheme
 from ..io.sources import MemorySource
 from ..reader import SafeFile, alloc
 from ..sharded import ShardedFile, is_index_name, open_file
@@ -51,6 +67,20 @@ class TensorBytes(Protocol):
     def __len__(self) -> int: ...
 
     def __getitem__(self, key: slice, /) -> Any: ...
+
+
+class ValueTensor(Protocol):
+    """What the value tools (stats, diff, values) need of a tensor: a safetensors TensorInfo,
+    or a GGUFTensor (``dtype``/``shape`` of its values)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def dtype(self) -> DType: ...
+    @property
+    def shape(self) -> tuple[int, ...]: ...
+    @property
+    def nelements(self) -> int: ...
 
 
 class RangedBytes:
@@ -303,32 +333,232 @@ def is_sharded_path(path: str) -> bool:
     return is_index_name(path) or (url_scheme(path) is None and os.path.isdir(path))
 
 
-def _open(path: str, storage_options: Mapping[str, Any] | None) -> SafeFile | ShardedFile:
+# --- GGUF -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class GGUFTensor:
+    """One GGUF tensor as the tools see it.
+
+    ``type`` is the GGML type as llama.cpp spells it (``Q4_K``, ``F32``; ``unknown_<n>`` for
+    ids this version does not list), ``dims`` GGUF's stored order (fastest-varying first),
+    ``begin``/``end`` its stored bytes relative to the data section.  ``shape`` (PyTorch's
+    order, ``dims`` reversed) and ``dtype`` (:func:`~pysafetensors.gguf.reader.value_dtype`)
+    describe its values, which is what the value tools read.
+    """
+
+    name: str
+    type: str
+    dims: tuple[int, ...]
+    shape: tuple[int, ...]
+    begin: int
+    end: int
+    dtype: DType
+    quantized: bool
+
+    @property
+    def nbytes(self) -> int:
+        return self.end - self.begin
+
+    @property
+    def nelements(self) -> int:
+        return prod(self.shape)
+
+
+class GGUFCheckpoint:
+    """A GGUF file opened for the tools: the same questions as a :class:`Checkpoint` answers
+    (``tensors``, ``info``, ``data``, ``stream``...), plus the GGUF header (``header``)."""
+
+    format = "gguf"
+    sharded = False
+    index_path: str | None = None
+    metadata: dict[str, str] | None = None  # GGUF metadata is typed: ``header.fields``
+
+    def __init__(self, path: str, file: GGUFFile, file_name: str) -> None:
+        self.path = path
+        self.file = file
+        self.header: GGUFHeader = file.header
+        self.file_names = [file_name]
+        tensors = []
+        for t in self.header.tensors:
+            gt = t.ggml_type
+            nbytes = t.nbytes or 0
+            tensors.append(GGUFTensor(t.name, gt.name if gt is not None else t.type_name, t.dims, t.shape,
+                                      t.offset, t.offset + nbytes, value_dtype(t), gt is None or gt.quantized))
+        self._tensors = tensors
+        self._by_name = {t.name: t for t in tensors}
+
+    @property
+    def local(self) -> bool:
+        return url_scheme(self.path) in (None, "file")
+
+    @property
+    def version(self) -> int:
+        return self.header.version
+
+    @property
+    def file_size(self) -> int:
+        return self.header.file_size
+
+    @property
+    def header_size(self) -> int:
+        """Bytes before the tensor data: the header and its padding to the alignment."""
+        return self.header.data_offset
+
+    @property
+    def tensor_count(self) -> int:
+        return len(self._tensors)
+
+    @property
+    def tensors(self) -> list[GGUFTensor]:
+        """Every tensor in file order (the order of the tensor descriptions)."""
+        return list(self._tensors)
+
+    def info(self, name: str) -> GGUFTensor:
+        try:
+            return self._by_name[name]
+        except KeyError:
+            raise TensorNotFound(f"{self.path} does not contain tensor {name}", tensor=name) from None
+
+    def file_of(self, name: str) -> str:
+        self.info(name)
+        return self.file_names[0]
+
+    def data(self, name: str, heads: int | None = None) -> DecodedBytes:
+        """The tensor's values as bytes of ``info(name).dtype`` that decode on slicing;
+        ``heads`` un-permutes llama's q/k rows (:mod:`pysafetensors.gguf.names`)."""
+        self.info(name)
+        return self.file.decoded(name, heads)
+
+    def stream(self, names: Sequence[str], heads: Mapping[str, int] | None = None
+               ) -> Iterator[tuple[GGUFTensor, DecodedBytes]]:
+        """``(tensor, values)`` for each name, in the order given (as :meth:`Checkpoint.stream`).
+
+        On sources without views, runs of small tensors stored close together come from one
+        read (:func:`read_ahead_bytes` at most); larger ones decode from ranged reads.
+        """
+        heads = heads or {}
+        infos = [self.info(n) for n in names]
+        window = read_ahead_bytes()
+        i = 0
+        while i < len(infos):
+            t = infos[i]
+            if self.file.views or t.nbytes > window or t.type.startswith("unknown"):
+                yield t, self.data(t.name, heads.get(t.name))
+                i += 1
+                continue
+            j, end = i + 1, t.end
+            while j < len(infos):
+                nxt = infos[j]
+                if (nxt.begin < end or nxt.begin - end > READ_AHEAD_GAP or nxt.end - t.begin > window
+                        or nxt.type.startswith("unknown")):
+                    break
+                end = nxt.end
+                j += 1
+            if j == i + 1:
+                yield t, self.data(t.name, heads.get(t.name))
+                i += 1
+                continue
+            import numpy as np
+
+            buf = np.empty(end - t.begin, dtype=np.uint8)
+            where = self.header.data_offset + t.begin
+            try:
+                self.file.source.read_into(where, buf.data)
+            except SourceError as e:
+                raise type(e)(f"{e} (tensor {t.name!r}, offset {where})", tensor=t.name, offset=where) from e
+            for u in infos[i:j]:
+                stored = buf[u.begin - t.begin : u.end - t.begin]
+                yield u, self.file.decoded(u.name, heads.get(u.name), stored)
+            i = j
+
+    def shard_metadata(self) -> list[ShardMetadata] | None:
+        return None
+
+    def metadata_disagreements(self) -> list[MetadataDisagreement] | None:
+        return None
+
+    def close(self) -> None:
+        self.file.close()
+
+    def __enter__(self) -> GGUFCheckpoint:  # noqa: PYI034
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+#: what the read tools take: a safetensors checkpoint or a GGUF file
+AnyCheckpoint = Checkpoint | GGUFCheckpoint
+
+
+def _starts_with_gguf(source: ByteSource) -> bool:
+    if source.size < len(MAGIC):
+        return False
+    prefix = bytearray(len(MAGIC))
+    source.read_into(0, memoryview(prefix))
+    return is_gguf(bytes(prefix))
+
+
+def _single(source: ByteSource, gguf: bool, shown: str) -> SafeFile | GGUFFile:
+    """A SafeFile, or a GGUFFile when the source starts with GGUF's magic (and ``gguf``)."""
+    try:
+        found = _starts_with_gguf(source)
+    except BaseException:
+        source.close()
+        raise
+    if not found:
+        return SafeFile(source)
+    if not gguf:
+        source.close()
+        raise GGUFUnsupported(
+            f"{shown} is a GGUF file; this command works on safetensors checkpoints (inspect, id, diff, validate "
+            "and stats read GGUF; `pysafetensors convert IN.gguf OUT.safetensors` converts it)"
+        )
+    return GGUFFile(source, unknown_types=True)
+
+
+def _open(path: str, storage_options: Mapping[str, Any] | None, gguf: bool, shown: str
+          ) -> SafeFile | ShardedFile | GGUFFile:
     if url_scheme(path) is None:
         try:
             mode = os.stat(path).st_mode
         except OSError:
             mode = None  # missing: open_file says so
         if mode is not None and (stat.S_ISFIFO(mode) or stat.S_ISCHR(mode) or stat.S_ISSOCK(mode)):
-            return SafeFile(MemorySource(read_stream(path), name=path))
+            return _single(MemorySource(read_stream(path), name=path), gguf, shown)
         if mode is not None and not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
             raise SourceError(f"{path}: not a regular file or directory", path=path)
-    return open_file(path, None, storage_options)  # the backend is chosen per file (io.open_source)
+    if is_sharded_path(path):
+        return open_file(path, None, storage_options)  # the backend is chosen per file (io.open_source)
+    return _single(open_source(path, None, storage_options), gguf, shown)
 
 
-def open_checkpoint(path: str | os.PathLike[str], storage_options: Mapping[str, Any] | None = None) -> Checkpoint:
+@overload
+def open_checkpoint(path: str | os.PathLike[str], storage_options: Mapping[str, Any] | None = None, *,
+                    gguf: Literal[False] = False) -> Checkpoint: ...
+@overload
+def open_checkpoint(path: str | os.PathLike[str], storage_options: Mapping[str, Any] | None = None, *,
+                    gguf: bool) -> Checkpoint | GGUFCheckpoint: ...
+def open_checkpoint(path: str | os.PathLike[str], storage_options: Mapping[str, Any] | None = None, *,
+                    gguf: bool = False) -> Checkpoint | GGUFCheckpoint:
     """Open a file, URL, index JSON, checkpoint directory or stream as one :class:`Checkpoint`.
 
     ``storage_options`` go to remote sources (for HTTP: ``timeout``, ``headers``, ``token``...).
-    Errors name the input, with a URL's secrets removed.
+    With ``gguf``, a GGUF file opens as a :class:`GGUFCheckpoint` (only its header is read);
+    without, it is refused with GGUFUnsupported.  Errors name the input, with a URL's secrets
+    removed.
     """
     path = os.fspath(path)
     shown = redact_url(path)
     try:
-        opened = _open(path, storage_options)
+        opened = _open(path, storage_options, gguf, shown)
     except SafetensorError as e:
         raise _named(shown, e) from None
     if isinstance(opened, ShardedFile):
         return _from_sharded(shown, opened)
     name = opened.name or shown
-    return Checkpoint(shown, [opened], [os.path.basename(redact_url(str(name)).rstrip("/"))], opened.metadata)
+    file_name = os.path.basename(redact_url(str(name)).rstrip("/"))
+    if isinstance(opened, GGUFFile):
+        return GGUFCheckpoint(shown, opened, file_name)
+    return Checkpoint(shown, [opened], [file_name], opened.metadata)

@@ -12,18 +12,31 @@ Values are compared chunk by chunk (bounded memory whatever the tensor size):
 * ``max_abs_diff`` of floats is ``inf`` where one side is infinite or NaN and the other is not
   (``inf`` vs ``-inf`` included).  Cosine similarity is over the finite pairs, computed on
   values scaled by powers of two, so it stays defined for huge finite values.
+
+Either side may be a GGUF file (:class:`GGUFDiffResult`).  A tensor's dtype is then its GGML
+type (``Q8_0``), its shape PyTorch's order (GGUF's dims reversed), and its values the
+dequantized ones (gguf-py), streamed a few rows at a time.  Two GGUF files compare by name,
+with typed metadata.  A GGUF against a safetensors checkpoint (either order) is the check after
+quantizing: GGUF names are mapped to Hugging Face names with gguf-py's tensor-name map for the
+file's ``general.architecture`` (when that matches more of the other side's names than the
+names as they are), the rows llama.cpp permutes in llama's q/k projections are put back, and
+metadata is not compared (the two formats' metadata say different things).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..format.header import TensorInfo
+from ..gguf.convert import metadata_string
+from ..gguf.names import hf_candidates, hf_names, qk_heads
 from ._base import JsonResult, Progress, no_progress
 from ._chunks import iter_chunks
-from .checkpoint import Checkpoint, TensorBytes, open_checkpoint
+from .checkpoint import AnyCheckpoint, Checkpoint, GGUFCheckpoint, TensorBytes, ValueTensor, open_checkpoint
 
 _INTEGER_KINDS = ("int", "uint", "bool")
 
@@ -70,6 +83,18 @@ class DiffResult(JsonResult):
     values: list[ValueDiff] | None = None
     rtol: float | None = None
     atol: float | None = None
+
+
+@dataclass
+class GGUFDiffResult(DiffResult):
+    """A diff with a GGUF side: which formats, and how GGUF names were matched."""
+
+    formats: list[str] = field(default_factory=list)  # of a and b: "gguf" or "safetensors"
+    metadata_compared: bool = True  # False between a GGUF and a safetensors checkpoint
+    architecture: str | None = None  # general.architecture of the GGUF whose names were mapped
+    names_mapped: int = 0  # GGUF names shown as their Hugging Face names
+    unmapped: list[str] = field(default_factory=list)  # GGUF names gguf-py could not map (kept as they are)
+    unpermuted: list[str] = field(default_factory=list)  # q/k weights whose rows were put back in HF order
 
 
 def _desc(t: TensorInfo) -> TensorDesc:
@@ -140,7 +165,7 @@ def _int_abs_diff(xa: Any, xb: Any, np: Any) -> Any:
 class _Compare:
     """Running comparison of one tensor pair, chunk by chunk."""
 
-    def __init__(self, ta: TensorInfo, tb: TensorInfo, rtol: float | None, atol: float | None) -> None:
+    def __init__(self, ta: ValueTensor, tb: ValueTensor, rtol: float | None, atol: float | None) -> None:
         self.integer = ta.dtype.kind in _INTEGER_KINDS and tb.dtype.kind in _INTEGER_KINDS
         self.tolerant = rtol is not None or atol is not None
         self.exact_bits = ta.dtype == tb.dtype and not self.tolerant
@@ -195,7 +220,7 @@ class _Compare:
 
 
 def compare_values(
-    ta: TensorInfo, da: TensorBytes, tb: TensorInfo, db: TensorBytes,
+    ta: ValueTensor, da: TensorBytes, tb: ValueTensor, db: TensorBytes,
     rtol: float | None = None, atol: float | None = None, bar: Any = None,
 ) -> ValueDiff:
     """Compare two tensors' bytes (see the module docstring for the rules)."""
@@ -211,9 +236,16 @@ def compare_values(
 
 
 def tensor_value_diff(
-    a: Checkpoint, b: Checkpoint, name: str, rtol: float | None = None, atol: float | None = None
+    a: AnyCheckpoint, b: AnyCheckpoint, name: str, rtol: float | None = None, atol: float | None = None
 ) -> ValueDiff:
-    """One tensor's value comparison (the viewer's on-demand diff), reading only its bytes."""
+    """One tensor's value comparison (the viewer's on-demand diff), reading only its bytes.
+    With a GGUF side, ``name`` is the name :func:`diff_files` shows (a Hugging Face name when
+    GGUF names were mapped)."""
+    if isinstance(a, GGUFCheckpoint) or isinstance(b, GGUFCheckpoint):
+        sa, sb, _ = _sides(a, b)
+        (ta, da), = sa.values([name])
+        (tb, db), = sb.values([name])
+        return dataclasses.replace(compare_values(ta, da, tb, db, rtol, atol), name=name)
     return compare_values(a.info(name), a.data(name), b.info(name), b.data(name), rtol, atol)
 
 
@@ -223,8 +255,8 @@ def _check_tolerance(name: str, v: float | None) -> None:
 
 
 def diff_files(
-    a: Checkpoint | str,
-    b: Checkpoint | str,
+    a: AnyCheckpoint | str,
+    b: AnyCheckpoint | str,
     values: bool = False,
     rtol: float | None = None,
     atol: float | None = None,
@@ -233,16 +265,19 @@ def diff_files(
     """Compare two checkpoints.  ``same`` is False on any structural, metadata or value difference.
 
     ``values`` streams both to compare tensor values; a tolerance (``rtol``/``atol``) implies it.
+    Either may be a GGUF file (see the module docstring): the result is a :class:`GGUFDiffResult`.
     """
     _check_tolerance("rtol", rtol)
     _check_tolerance("atol", atol)
     values = values or rtol is not None or atol is not None
-    if not isinstance(a, Checkpoint):
-        with open_checkpoint(a) as opened:
+    if not isinstance(a, (Checkpoint, GGUFCheckpoint)):
+        with open_checkpoint(a, gguf=True) as opened:
             return diff_files(opened, b, values, rtol, atol, progress)
-    if not isinstance(b, Checkpoint):
-        with open_checkpoint(b) as opened:
+    if not isinstance(b, (Checkpoint, GGUFCheckpoint)):
+        with open_checkpoint(b, gguf=True) as opened:
             return diff_files(a, opened, values, rtol, atol, progress)
+    if isinstance(a, GGUFCheckpoint) or isinstance(b, GGUFCheckpoint):
+        return _diff_gguf(a, b, values, rtol, atol, progress)
     ta = {t.name: t for t in a.tensors}
     tb = {t.name: t for t in b.tensors}
     r = DiffResult(a.path, b.path, True, rtol=rtol, atol=atol)
@@ -266,6 +301,120 @@ def diff_files(
         with progress(sum(ta[n].nbytes for n in order), "comparing") as bar:
             diffs = [compare_values(xa, da, xb, db, rtol, atol, bar)
                      for (xa, da), (xb, db) in zip(a.stream(order), b.stream(order))]
+        r.values = sorted(diffs, key=lambda v: v.name)
+    r.same = not (
+        r.tensors_added or r.tensors_removed or r.tensors_changed
+        or r.metadata_added or r.metadata_removed or r.metadata_changed
+        or any(v.differing or not v.compared for v in r.values or [])
+    )
+    return r
+
+
+# --- with a GGUF side ----------------------------------------------------------------------
+
+
+@dataclass
+class _Side:
+    """One checkpoint as a diff sees it: tensors under the names shown, in file order."""
+
+    ckpt: AnyCheckpoint
+    own: dict[str, str]  # shown name -> the checkpoint's name
+    descs: dict[str, TensorDesc]  # by shown name
+    heads: dict[str, int] = field(default_factory=dict)  # GGUF name -> heads to un-permute with
+    mapped: bool = False
+
+    def values(self, shown: list[str]) -> Iterator[tuple[ValueTensor, TensorBytes]]:
+        names = [self.own[n] for n in shown]
+        if isinstance(self.ckpt, GGUFCheckpoint):
+            return iter(self.ckpt.stream(names, self.heads))
+        return iter(self.ckpt.stream(names))
+
+
+def _plain_side(ckpt: AnyCheckpoint) -> _Side:
+    if isinstance(ckpt, GGUFCheckpoint):
+        descs = {t.name: TensorDesc(t.name, t.type, list(t.shape), t.nbytes) for t in ckpt.tensors}
+    else:
+        descs = {t.name: _desc(t) for t in ckpt.tensors}
+    return _Side(ckpt, {n: n for n in descs}, descs)
+
+
+def _mapped_side(ckpt: GGUFCheckpoint, other: set[str]) -> tuple[_Side, list[str]]:
+    """The GGUF's tensors under Hugging Face names, when that matches more of ``other``: of the
+    names gguf-py knows for a tensor, the one ``other`` holds, else :func:`hf_names`' choice."""
+    plain = _plain_side(ckpt)
+    mapping = hf_names(ckpt.header)
+    candidates = hf_candidates(ckpt.header)
+    own: dict[str, str] = {}
+    heads: dict[str, int] = {}
+    for t in ckpt.tensors:
+        held = [c for c in candidates.get(t.name, []) if c in other]
+        shown = held[0] if held else mapping.hf.get(t.name, t.name)
+        if shown in own:  # two GGUF names for one HF name: keep the second as it is
+            shown = t.name
+        own[shown] = t.name
+        if shown != t.name and (h := qk_heads(ckpt.header, t.name)) is not None:
+            heads[t.name] = h
+    if len(other & set(own)) <= len(other & set(plain.own)):
+        return plain, []
+    descs = {shown: dataclasses.replace(plain.descs[name], name=shown) for shown, name in own.items()}
+    return _Side(ckpt, own, descs, heads, mapped=True), mapping.unmapped
+
+
+def _sides(a: AnyCheckpoint, b: AnyCheckpoint) -> tuple[_Side, _Side, list[str]]:
+    """Both sides; a GGUF against a safetensors checkpoint under Hugging Face names when they
+    match more (with the GGUF names gguf-py could not map)."""
+    sa, sb = _plain_side(a), _plain_side(b)
+    unmapped: list[str] = []
+    if isinstance(a, GGUFCheckpoint) and not isinstance(b, GGUFCheckpoint):
+        sa, unmapped = _mapped_side(a, set(sb.own))
+    elif isinstance(b, GGUFCheckpoint) and not isinstance(a, GGUFCheckpoint):
+        sb, unmapped = _mapped_side(b, set(sa.own))
+    return sa, sb, unmapped
+
+
+def _typed_metadata(ckpt: GGUFCheckpoint) -> dict[str, tuple[str, str]]:
+    return {k: (f.type_name, metadata_string(f.type, f.value)) for k, f in ckpt.header.fields.items()}
+
+
+def _diff_gguf(a: AnyCheckpoint, b: AnyCheckpoint, values: bool, rtol: float | None, atol: float | None,
+               progress: Progress) -> GGUFDiffResult:
+    r = GGUFDiffResult(a.path, b.path, True, rtol=rtol, atol=atol,
+                       formats=[c.format if isinstance(c, GGUFCheckpoint) else "safetensors" for c in (a, b)])
+    sa, sb, r.unmapped = _sides(a, b)
+    for side in (sa, sb):
+        if side.mapped and isinstance(side.ckpt, GGUFCheckpoint):
+            r.architecture = side.ckpt.header.architecture
+            r.names_mapped = sum(1 for shown, name in side.own.items() if shown != name)
+            r.unpermuted = sorted(shown for shown, name in side.own.items() if name in side.heads)
+    da, db = sa.descs, sb.descs
+    r.tensors_added = [db[n] for n in sorted(set(db) - set(da))]
+    r.tensors_removed = [da[n] for n in sorted(set(da) - set(db))]
+    common = sorted(set(da) & set(db))
+    for name in common:
+        x, y = da[name], db[name]
+        changes = [k for k in ("dtype", "shape", "nbytes") if getattr(x, k) != getattr(y, k)]
+        if changes:
+            r.tensors_changed.append(TensorChange(name, x, y, changes))
+    r.tensors_unchanged = len(common) - len(r.tensors_changed)
+    if isinstance(a, GGUFCheckpoint) and isinstance(b, GGUFCheckpoint):
+        ma, mb = _typed_metadata(a), _typed_metadata(b)
+        r.metadata_added = {k: mb[k][1] for k in sorted(set(mb) - set(ma))}
+        r.metadata_removed = {k: ma[k][1] for k in sorted(set(ma) - set(mb))}
+        for k in sorted(set(ma) & set(mb)):
+            (ta, va), (tb, vb) = ma[k], mb[k]
+            if (ta, va) != (tb, vb):
+                r.metadata_changed[k] = {"a": va, "b": vb} if ta == tb else {"a": f"{va} ({ta})", "b": f"{vb} ({tb})"}
+    else:
+        r.metadata_compared = False
+    if values:
+        order = [n for n in da if n in db]  # a's file order, so remote inputs read ahead
+        total = 0
+        for n in order:
+            t = a.info(sa.own[n])
+            total += t.dtype.nbytes(t.nelements)
+        with progress(total, "comparing") as bar:
+            diffs = [dataclasses.replace(compare_values(ta, xa, tb, xb, rtol, atol, bar), name=name)
+                     for name, (ta, xa), (tb, xb) in zip(order, sa.values(order), sb.values(order))]
         r.values = sorted(diffs, key=lambda v: v.name)
     r.same = not (
         r.tensors_added or r.tensors_removed or r.tensors_changed

@@ -18,6 +18,11 @@ The content hash (ModelSpec's ``hash_sha256``) covers every byte after the heade
 sharded checkpoint, the shards' data regions in shard order.  Content and per-tensor hashes
 come from ONE pass over the data regions (tensors tile a data region with no holes), so a
 remote checkpoint crosses the network once, in large requests, whichever hashes are asked for.
+
+A GGUF file's ID is weight-inspect's ``wi:gguf:<version>:<8 hex>``
+(:mod:`pysafetensors.gguf.identity` gives its canonical form), from the header alone; its
+content hash covers every byte from the aligned start of the tensor data to the end of the
+file, and its per-tensor hashes each tensor's stored bytes, in the same single pass.
 """
 
 from __future__ import annotations
@@ -26,12 +31,14 @@ import hashlib
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any, Protocol, cast
 
+from ..errors import GGUFUnsupported
+from ..gguf.identity import gguf_identity, identity_document
 from ..io.protocols import ViewSource, capabilities
 from ..reader import alloc
 from ._base import JsonResult, Progress, no_progress
-from .checkpoint import Checkpoint, open_checkpoint
+from .checkpoint import AnyCheckpoint, Checkpoint, GGUFCheckpoint, open_checkpoint
 
 PREFIX = "wi:safetensors:0:"
 HASH_CHUNK = 16 << 20
@@ -73,6 +80,29 @@ def _specs(ckpt: Checkpoint) -> list[tuple[str, str, tuple[int, ...], int]]:
     return [(t.name, t.dtype.code, t.shape, t.nbytes) for t in ckpt.tensors]
 
 
+class _Span(Protocol):
+    @property
+    def name(self) -> str: ...
+    @property
+    def begin(self) -> int: ...
+    @property
+    def end(self) -> int: ...
+
+
+def _feed(owned: Sequence[_Span], k: int, off: int, chunk: memoryview, hashers: dict[str, Any]) -> int:
+    """Hash the parts of ``owned`` (sorted by begin, not overlapping) that ``chunk`` (at ``off``)
+    covers; returns the first one that may overlap the next chunk."""
+    n = len(chunk)
+    while k < len(owned) and owned[k].end <= off:
+        k += 1
+    j = k
+    while j < len(owned) and owned[j].begin < off + n:
+        t = owned[j]
+        hashers[t.name].update(chunk[max(t.begin, off) - off : min(t.end, off + n) - off])
+        j += 1
+    return k
+
+
 def _hash_pass(ckpt: Checkpoint, content: bool, per_tensor: bool, bar: Any) -> tuple[str | None, list[TensorHash] | None]:
     whole = hashlib.sha256() if content else None
     hashers: dict[str, Any] = {}
@@ -94,29 +124,58 @@ def _hash_pass(ckpt: Checkpoint, content: bool, per_tensor: bool, bar: Any) -> t
                 f.read_data(off, chunk)  # a failure names the tensor it hit
             if whole is not None:
                 whole.update(chunk)
-            while k < len(owned) and owned[k].end <= off:
-                k += 1
-            j = k
-            while j < len(owned) and owned[j].begin < off + n:
-                t = owned[j]
-                hashers[t.name].update(chunk[max(t.begin, off) - off : min(t.end, off + n) - off])
-                j += 1
+            k = _feed(owned, k, off, chunk, hashers)
             bar.update(n)
     digest = "0x" + whole.hexdigest() if whole is not None else None
     tensors = [TensorHash(name, "0x" + hashers[name].hexdigest()) for name in sorted(hashers)] if per_tensor else None
     return digest, tensors
 
 
+def _gguf_hash_pass(ckpt: GGUFCheckpoint, content: bool, per_tensor: bool, bar: Any
+                    ) -> tuple[str | None, list[TensorHash] | None]:
+    whole = hashlib.sha256() if content else None
+    owned = sorted(ckpt.tensors, key=lambda t: t.begin) if per_tensor else []
+    unknown = [t.name for t in owned if t.type.startswith("unknown")]
+    if unknown:
+        raise GGUFUnsupported(f"tensor {unknown[0]!r} has an unknown GGML type: its bytes cannot be told apart "
+                              "to hash them", tensor=unknown[0])
+    hashers: dict[str, Any] = {t.name: hashlib.sha256() for t in owned}
+    start = ckpt.header.data_offset
+    length = max(ckpt.file_size - start, 0)
+    source = ckpt.file.source
+    views = cast(ViewSource, source) if capabilities(source).view else None
+    buf: memoryview | None = None
+    k = 0
+    for off in range(0, length, HASH_CHUNK):
+        n = min(HASH_CHUNK, length - off)
+        if views is not None:
+            chunk = views.view(start + off, n)
+        else:
+            if buf is None:
+                buf = alloc(min(HASH_CHUNK, length))
+            chunk = buf[:n]
+            source.read_into(start + off, chunk)
+        if whole is not None:
+            whole.update(chunk)
+        k = _feed(owned, k, off, chunk, hashers)
+        bar.update(n)
+    digest = "0x" + whole.hexdigest() if whole is not None else None
+    tensors = [TensorHash(name, "0x" + hashers[name].hexdigest()) for name in sorted(hashers)] if per_tensor else None
+    return digest, tensors
+
+
 def identify(
-    ckpt: Checkpoint | str,
+    ckpt: AnyCheckpoint | str,
     content: bool = False,
     per_tensor: bool = False,
     canonical: bool = False,
     progress: Progress = no_progress,
 ) -> Identity:
     """The structural ID, and with ``content``/``per_tensor`` the hashes from one pass over the data."""
+    if isinstance(ckpt, GGUFCheckpoint):
+        return _identify_gguf(ckpt, content, per_tensor, canonical, progress)
     if not isinstance(ckpt, Checkpoint):
-        with open_checkpoint(ckpt) as opened:
+        with open_checkpoint(ckpt, gguf=True) as opened:
             return identify(opened, content, per_tensor, canonical, progress)
     specs = _specs(ckpt)
     digest = structural_id(ckpt.metadata, specs)
@@ -127,4 +186,16 @@ def identify(
         total = sum(length for _, _, length in ckpt.data_regions())
         with progress(total, "hashing") as bar:
             result.content_sha256, result.tensors = _hash_pass(ckpt, content, per_tensor, bar)
+    return result
+
+
+def _identify_gguf(ckpt: GGUFCheckpoint, content: bool, per_tensor: bool, canonical: bool,
+                   progress: Progress) -> Identity:
+    ident = gguf_identity(ckpt.header)
+    result = Identity(ckpt.path, ident.short, ident.sha256)
+    if canonical:
+        result.canonical = identity_document(ckpt.header).decode("utf-8")
+    if content or per_tensor:
+        with progress(max(ckpt.file_size - ckpt.header.data_offset, 0), "hashing") as bar:
+            result.content_sha256, result.tensors = _gguf_hash_pass(ckpt, content, per_tensor, bar)
     return result

@@ -9,19 +9,23 @@ Mean and std are merged across chunks with Chan's parallel formula on values sca
 power of two at least their largest magnitude (exact scaling, rescaled when a later chunk is
 larger), so squares never overflow: finite data gives finite results (``[1e200, -1e200]``
 has std 1e200), and long tensors do not lose precision.  No floating-point warning escapes.
+
+GGUF tensors are described by their GGML type (``dtype`` is ``Q4_K``) and their values are the
+dequantized ones (gguf-py), decoded a few rows per chunk: a quantized tensor is never whole in
+memory.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..format.header import TensorInfo
 from ._base import JsonResult, Progress, no_progress
 from ._chunks import iter_chunks
-from .checkpoint import Checkpoint, TensorBytes, matches, open_checkpoint
+from .checkpoint import AnyCheckpoint, Checkpoint, GGUFCheckpoint, TensorBytes, ValueTensor, matches, open_checkpoint
 
 
 @dataclass
@@ -131,7 +135,7 @@ class RunningStats:
         return math.ldexp(math.sqrt(max(self.m2 / self.n, 0.0)), self.exp or 0)
 
 
-def stats_of(info: TensorInfo, data: TensorBytes, bar: Any = None) -> TensorStats:
+def stats_of(info: ValueTensor, data: TensorBytes, bar: Any = None) -> TensorStats:
     """The statistics of one tensor's bytes, chunk by chunk."""
     acc = RunningStats()
     for chunk in iter_chunks(data, info.dtype, info.nelements):
@@ -144,17 +148,27 @@ def stats_of(info: TensorInfo, data: TensorBytes, bar: Any = None) -> TensorStat
     )
 
 
-def tensor_stats(ckpt: Checkpoint, name: str) -> TensorStats:
+def tensor_stats(ckpt: AnyCheckpoint, name: str) -> TensorStats:
     """One tensor's statistics, reading only that tensor's bytes."""
+    if isinstance(ckpt, GGUFCheckpoint):
+        t = ckpt.info(name)
+        return dataclasses.replace(stats_of(t, ckpt.data(name)), dtype=t.type)
     return stats_of(ckpt.info(name), ckpt.data(name))
 
 
 def file_stats(
-    ckpt: Checkpoint | str, patterns: Sequence[str] | None = None, progress: Progress = no_progress
+    ckpt: AnyCheckpoint | str, patterns: Sequence[str] | None = None, progress: Progress = no_progress
 ) -> StatsResult:
     """Statistics for every tensor ``patterns`` select, in file order (remote inputs read ahead)."""
+    if isinstance(ckpt, GGUFCheckpoint):
+        chosen_gguf = [t for t in ckpt.tensors if matches(t.name, patterns)]
+        total = sum(t.dtype.nbytes(t.nelements) for t in chosen_gguf)  # the values the bar counts
+        with progress(total, "stats") as bar:
+            out = [dataclasses.replace(stats_of(t, data, bar), dtype=t.type)
+                   for t, data in ckpt.stream([t.name for t in chosen_gguf])]
+        return StatsResult(ckpt.path, out, list(patterns) if patterns else None)
     if not isinstance(ckpt, Checkpoint):
-        with open_checkpoint(ckpt) as opened:
+        with open_checkpoint(ckpt, gguf=True) as opened:
             return file_stats(opened, patterns, progress)
     chosen = [t for t in ckpt.tensors if matches(t.name, patterns)]
     with progress(sum(t.nbytes for t in chosen), "stats") as bar:

@@ -4,15 +4,29 @@ Counts: a tensor's parameter count is the product of its shape (a 0-rank tensor 
 summed per dtype as the Hugging Face "Safetensors" panel does.  Metadata follows the
 checkpoint's one rule (:mod:`pysafetensors.tools.checkpoint`): the index's for a sharded
 checkpoint, with the shard headers' own metadata and any disagreement reported beside it.
+
+A GGUF file gives a :class:`GGUFSummary`: the same fields (``dtype`` is the GGML type, ``Q4_K``;
+``shape`` PyTorch's order; ``header_size`` the bytes before the aligned tensor data;
+``metadata`` None, as GGUF has no string ``__metadata__``) plus the GGUF version, alignment,
+every tensor's dims in GGUF's order and the typed metadata, values in full.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 from ._base import JsonResult
-from .checkpoint import Checkpoint, MetadataDisagreement, ShardMetadata, matches, open_checkpoint
+from .checkpoint import (
+    AnyCheckpoint,
+    Checkpoint,
+    GGUFCheckpoint,
+    MetadataDisagreement,
+    ShardMetadata,
+    matches,
+    open_checkpoint,
+)
 from .tree import TreeNode, build_tree
 
 MODELSPEC_PREFIX = "modelspec."
@@ -49,6 +63,26 @@ class Summary(JsonResult):
     metadata_disagreements: list[MetadataDisagreement] | None = None
 
 
+@dataclass
+class GGUFTensorRow(TensorRow):
+    gguf_dims: list[int] = field(default_factory=list)  # GGUF's order: ``shape`` reversed
+
+
+@dataclass
+class GGUFMetadataEntry(JsonResult):
+    type: str  # uint32, string, array[string], array[array[int32]]...
+    value: Any  # in full: a number, bool, string, or a (nested) list
+    count: int | None = None  # items, for an array
+
+
+@dataclass
+class GGUFSummary(Summary):
+    format: str = "gguf"
+    gguf_version: int = 0
+    alignment: int = 0
+    gguf_metadata: dict[str, GGUFMetadataEntry] = field(default_factory=dict)
+
+
 def tensor_rows(ckpt: Checkpoint, patterns: Sequence[str] | None = None) -> list[TensorRow]:
     """One row per tensor ``patterns`` select, in file order."""
     sharded = ckpt.sharded
@@ -65,22 +99,30 @@ def modelspec(metadata: dict[str, str] | None) -> dict[str, str]:
     return {k: v for k, v in (metadata or {}).items() if k.startswith(MODELSPEC_PREFIX)}
 
 
-def summarize(
-    ckpt: Checkpoint | str, patterns: Sequence[str] | None = None, tree: bool = False
-) -> Summary:
-    """Everything ``inspect`` shows; counts cover the tensors ``patterns`` select.
-
-    ``ckpt`` is an open :class:`Checkpoint` (left open) or anything :func:`open_checkpoint` takes.
-    """
-    if not isinstance(ckpt, Checkpoint):
-        with open_checkpoint(ckpt) as opened:
-            return summarize(opened, patterns, tree)
-    rows = tensor_rows(ckpt, patterns)
+def _totals(rows: Sequence[TensorRow]) -> tuple[dict[str, int], dict[str, int]]:
     by_dtype: dict[str, int] = {}
     bytes_by: dict[str, int] = {}
     for r in rows:
         by_dtype[r.dtype] = by_dtype.get(r.dtype, 0) + r.parameters
         bytes_by[r.dtype] = bytes_by.get(r.dtype, 0) + r.nbytes
+    return dict(sorted(by_dtype.items())), dict(sorted(bytes_by.items()))
+
+
+def summarize(
+    ckpt: AnyCheckpoint | str, patterns: Sequence[str] | None = None, tree: bool = False
+) -> Summary:
+    """Everything ``inspect`` shows; counts cover the tensors ``patterns`` select.
+
+    ``ckpt`` is an open :class:`Checkpoint` or :class:`GGUFCheckpoint` (left open), or anything
+    :func:`open_checkpoint` takes (a GGUF file gives a :class:`GGUFSummary`).
+    """
+    if isinstance(ckpt, GGUFCheckpoint):
+        return _summarize_gguf(ckpt, patterns, tree)
+    if not isinstance(ckpt, Checkpoint):
+        with open_checkpoint(ckpt, gguf=True) as opened:
+            return summarize(opened, patterns, tree)
+    rows = tensor_rows(ckpt, patterns)
+    by_dtype, bytes_by = _totals(rows)
     metadata = ckpt.metadata
     return Summary(
         path=ckpt.path,
@@ -88,8 +130,8 @@ def summarize(
         header_size=ckpt.header_size,
         tensor_count=len(rows),
         parameter_count=sum(r.parameters for r in rows),
-        parameters_by_dtype=dict(sorted(by_dtype.items())),
-        bytes_by_dtype=dict(sorted(bytes_by.items())),
+        parameters_by_dtype=by_dtype,
+        bytes_by_dtype=bytes_by,
         metadata=metadata,
         modelspec=modelspec(metadata),
         tensors=rows,
@@ -99,4 +141,36 @@ def summarize(
         tree=build_tree(rows) if tree else None,
         shard_metadata=ckpt.shard_metadata(),
         metadata_disagreements=ckpt.metadata_disagreements(),
+    )
+
+
+def _summarize_gguf(ckpt: GGUFCheckpoint, patterns: Sequence[str] | None, tree: bool) -> GGUFSummary:
+    rows: list[TensorRow] = [
+        GGUFTensorRow(t.name, t.type, list(t.shape), [t.begin, t.end], t.nbytes, t.nelements, None, list(t.dims))
+        for t in ckpt.tensors
+        if matches(t.name, patterns)
+    ]
+    by_dtype, bytes_by = _totals(rows)
+    header = ckpt.header
+    entries = {}
+    for key, f in header.fields.items():
+        value = f.plain()
+        entries[key] = GGUFMetadataEntry(f.type_name, value, len(value) if isinstance(value, list) else None)
+    return GGUFSummary(
+        path=ckpt.path,
+        file_size=ckpt.file_size,
+        header_size=ckpt.header_size,
+        tensor_count=len(rows),
+        parameter_count=sum(r.parameters for r in rows),
+        parameters_by_dtype=by_dtype,
+        bytes_by_dtype=bytes_by,
+        metadata=None,
+        modelspec={},
+        tensors=rows,
+        filter=list(patterns) if patterns else None,
+        total_tensor_count=ckpt.tensor_count,
+        tree=build_tree(rows) if tree else None,
+        gguf_version=header.version,
+        alignment=header.alignment,
+        gguf_metadata=entries,
     )

@@ -12,6 +12,10 @@ the tensor size, and read only that tensor's bytes.
   (or the largest magnitude) of the finite values it covers.
 * :func:`difference_histogram`: the histogram of ``a - b`` for a tensor both checkpoints hold
   with the same shape (the viewer's diff page).
+
+Each takes a :class:`~pysafetensors.tools.checkpoint.Checkpoint` or a GGUFCheckpoint: a GGUF
+tensor's values are its dequantized ones (``dtype`` F32 for quantized types), decoded a few
+rows per chunk.
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ from typing import Any
 from ..errors import UnsupportedShape
 from ._base import JsonResult
 from ._chunks import iter_chunks
-from .checkpoint import Checkpoint
+from .checkpoint import AnyCheckpoint
 
 MAX_CELLS = 512
 
@@ -65,7 +69,7 @@ def _as_float(chunk: Any, kind: str, np: Any) -> Any:
     return chunk.astype(np.float64)
 
 
-def _value_chunks(ckpt: Checkpoint, name: str) -> Callable[[], Iterator[Any]]:
+def _value_chunks(ckpt: AnyCheckpoint, name: str) -> Callable[[], Iterator[Any]]:
     import numpy as np
 
     info = ckpt.info(name)
@@ -123,7 +127,7 @@ def _histogram(
 
 
 def histogram(
-    ckpt: Checkpoint, name: str, bins: int = 64, value_range: tuple[float, float] | None = None
+    ckpt: AnyCheckpoint, name: str, bins: int = 64, value_range: tuple[float, float] | None = None
 ) -> Histogram:
     """Counts of the tensor's finite values (complex: magnitudes) in ``bins`` equal bins."""
     info = ckpt.info(name)
@@ -132,7 +136,7 @@ def histogram(
 
 
 def difference_histogram(
-    a: Checkpoint, b: Checkpoint, name: str, bins: int = 64, value_range: tuple[float, float] | None = None
+    a: AnyCheckpoint, b: AnyCheckpoint, name: str, bins: int = 64, value_range: tuple[float, float] | None = None
 ) -> Histogram:
     """The histogram of ``a - b`` (complex: ``|a - b|``) for a tensor of the same shape in both."""
     import numpy as np
@@ -164,7 +168,7 @@ def _edges(n: int, cells: int) -> Any:
     return -((-np.arange(cells + 1, dtype=np.int64) * n) // cells)
 
 
-def heatmap(ckpt: Checkpoint, name: str, max_cells: int = MAX_CELLS, reduce: str = "mean") -> Heatmap:
+def heatmap(ckpt: AnyCheckpoint, name: str, max_cells: int = MAX_CELLS, reduce: str = "mean") -> Heatmap:
     """The tensor as a matrix reduced to at most ``max_cells`` x ``max_cells`` cells.
 
     A tensor of shape (d0, ..., dk) is viewed as (d0*...*d(k-1), dk).  Cell (i, j) covers rows

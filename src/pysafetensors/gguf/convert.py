@@ -1,0 +1,173 @@
+"""GGUF -> safetensors, streamed a few megabytes at a time.
+
+The output's layout is planned from the GGUF header alone (names, dtypes, shapes) and its
+header written first (:class:`~pysafetensors.writer.IncrementalWriter`); then each tensor is
+read, dequantized (gguf-py), cast and written in chunks of whole rows (or, for un-permuted q/k
+weights, whole attention heads), so peak memory is a chunk, not a tensor and never the model.
+The file appears only when complete (temp file + rename).  GGUF metadata is kept as
+``gguf.<key>`` string entries of ``__metadata__`` (numbers in decimal, booleans
+``true``/``false``, arrays as JSON) plus ``gguf.version``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from .._adapters.numpy import numpy_dtype
+from ..errors import GGUFError, GGUFUnsupported
+from ..format.dtypes import BY_CODE, DType
+from ..writer import IncrementalWriter
+from .header import GGUFArray, GGUFHeader, GGUFTensorInfo
+from .names import hf_names, qk_heads
+from .reader import GGUFFile
+from .types import PLAIN_TYPES, ValueType
+
+DTYPES = ("f32", "f16", "bf16", "keep")
+_FLOAT_CODES = {"f32": "F32", "f16": "F16", "bf16": "BF16"}
+_INTEGER_CODES = frozenset({"I8", "I16", "I32", "I64"})
+#: elements decoded and written at a time (rounded to whole rows or heads): 8 MiB of float32
+CHUNK_ELEMENTS = 1 << 21
+
+
+@dataclass
+class GGUFConversion:
+    """What a conversion wrote: tensor count, bytes, the names it renamed or could not map."""
+
+    output: str
+    tensors: int = 0
+    bytes_written: int = 0
+    renamed: int = 0
+    unmapped: list[str] = field(default_factory=list)
+    unpermuted: list[str] = field(default_factory=list)
+    dtype: str = "f32"
+    architecture: str | None = None
+
+
+def metadata_string(value_type: ValueType, value: Any) -> str:
+    """A GGUF metadata value as a safetensors metadata string."""
+    if value_type is ValueType.STRING:
+        return str(value)
+    return json.dumps(_plain(value_type, value), ensure_ascii=False, separators=(",", ":"))
+
+
+def _plain(value_type: ValueType, value: Any) -> Any:
+    if isinstance(value, GGUFArray):
+        return [_plain(value.item_type, v) for v in value.items]
+    if value_type is ValueType.BOOL:
+        return bool(value)
+    return value
+
+
+def gguf_metadata(header: GGUFHeader) -> dict[str, str]:
+    meta = {f"gguf.{k}": metadata_string(f.type, f.value) for k, f in header.fields.items()}
+    meta["gguf.version"] = str(header.version)
+    return meta
+
+
+def output_code(type_name: str, dtype: str, tensor: str) -> str:
+    """The safetensors dtype code a GGML type converts to under ``--dtype``."""
+    upper = type_name.upper()
+    if dtype == "keep":
+        if upper not in PLAIN_TYPES:
+            raise GGUFUnsupported(
+                f"tensor {tensor!r} is quantized ({type_name}); --dtype keep writes only F32/F16/BF16/F64/"
+                "I8-I64 tensors: choose --dtype f32, f16 or bf16 to dequantize it",
+                tensor=tensor,
+                ggml_type=type_name,
+            )
+        return PLAIN_TYPES[upper]
+    if upper in PLAIN_TYPES and PLAIN_TYPES[upper] in _INTEGER_CODES:
+        return PLAIN_TYPES[upper]  # integer tensors (token ids, positions) are not floats to cast
+    return _FLOAT_CODES[dtype]
+
+
+@dataclass(frozen=True)
+class _Planned:
+    info: GGUFTensorInfo
+    name: str
+    dtype: DType
+    heads: int | None
+
+
+def _plan(gguf: GGUFFile, dtype: str, hf: bool, report: GGUFConversion) -> list[_Planned]:
+    header = gguf.header
+    mapping = hf_names(header) if hf else None
+    if mapping is not None:
+        report.unmapped = list(mapping.unmapped)
+    planned: list[_Planned] = []
+    taken: dict[str, str] = {}
+    for info in header.tensors:
+        if info.ggml_type is None:
+            raise GGUFUnsupported(f"tensor {info.name!r} has unknown GGML type {info.type_id}: it cannot be "
+                                  "converted", tensor=info.name, type_id=info.type_id)
+        code = output_code(info.type_name, dtype, info.name)
+        out_name = mapping.hf.get(info.name, info.name) if mapping is not None else info.name
+        if out_name in taken:
+            raise GGUFError(f"tensors {taken[out_name]!r} and {info.name!r} would both be written as {out_name!r}",
+                            tensor=info.name)
+        taken[out_name] = info.name
+        heads = qk_heads(header, info.name) if mapping is not None and out_name != info.name else None
+        if out_name != info.name:
+            report.renamed += 1
+        if heads is not None:
+            report.unpermuted.append(out_name)
+        planned.append(_Planned(info, out_name, BY_CODE[code], heads))
+    return planned
+
+
+def convert_gguf(
+    gguf: GGUFFile,
+    output: str | os.PathLike[str],
+    *,
+    dtype: str = "f32",
+    hf: bool = False,
+    progress: Callable[[int], None] | None = None,
+    durable: bool | None = None,
+    metadata: Mapping[str, str] | None = None,
+) -> GGUFConversion:
+    """Write every tensor of ``gguf`` to ``output`` as safetensors (atomic: temp file + rename).
+
+    Args:
+        dtype: ``f32``/``f16``/``bf16`` dequantize float tensors to that type (integer tensors
+            keep theirs); ``keep`` writes plain tensors as they are and refuses quantized ones
+            (before anything is written).
+        hf: use Hugging Face names where gguf-py knows the architecture, undoing llama.cpp's
+            q/k permutation; names it cannot map keep their GGUF name (listed in ``unmapped``).
+        progress: called with the output byte count of each chunk as it is written.
+        metadata: extra ``__metadata__`` entries, added to (and winning over) the ``gguf.*`` ones.
+    """
+    import numpy as np
+
+    if dtype not in DTYPES:
+        raise ValueError(f"dtype must be one of {', '.join(DTYPES)}, not {dtype!r}")
+    report = GGUFConversion(os.fspath(output), dtype=dtype, architecture=gguf.header.architecture)
+    planned = _plan(gguf, dtype, hf, report)
+    meta = {**gguf_metadata(gguf.header), **(metadata or {})}
+    specs = {p.name: (p.dtype, p.info.shape) for p in planned}
+    with IncrementalWriter(output, specs, meta, durable=durable) as writer:
+        for p in planned:
+            out_type = numpy_dtype(p.dtype)
+            values = gguf.decoded(p.info.name, p.heads)
+            in_type = numpy_dtype(values.dtype)
+            unit = max(values.unit, 1)
+            step = max(CHUNK_ELEMENTS // unit, 1) * unit
+            offset = 0
+            for e0 in range(0, values.n, step):
+                e1 = min(e0 + step, values.n)
+                chunk = np.frombuffer(values[e0 * values.itemsize : e1 * values.itemsize], dtype=in_type)
+                out = chunk if chunk.dtype == out_type else chunk.astype(out_type)
+                writer.write_chunk(p.name, offset, out.view(np.uint8))
+                offset += out.nbytes
+                if progress is not None:
+                    progress(out.nbytes)
+            report.tensors += 1
+            report.bytes_written += offset
+    return report
+
+
+__all__ = ["CHUNK_ELEMENTS", "DTYPES", "GGUFConversion", "convert_gguf", "gguf_metadata", "metadata_string",
+           "output_code"]

@@ -1,0 +1,84 @@
+"""weight-inspect's structural ID of a GGUF file: ``wi:gguf:<version>:<8 hex>``.
+
+The ID is the SHA-256 of a compact JSON document built from the header alone (metadata and
+tensor descriptions, no tensor data), so two files with the same structure and metadata get
+the same ID wherever they are and however they were written.  Each metadata value is first
+turned into a canonical string (below), which keeps integer types, float bit patterns and
+string escapes exact.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import struct
+from dataclasses import dataclass
+from typing import Any
+
+from .header import GGUFArray, GGUFHeader
+from .types import ValueType
+
+#: bytes per element for the types weight-inspect counts; every other (quantized) type counts 0
+_ELEMENT_BYTES = {"f32": 4, "i32": 4, "f16": 2, "i16": 2, "bf16": 2, "i8": 1, "i64": 8, "f64": 8}
+_ESCAPES = {'"': '\\"', "\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def _escape(text: str) -> str:
+    out = []
+    for ch in text:
+        if ch in _ESCAPES:
+            out.append(_ESCAPES[ch])
+        elif ord(ch) < 0x20 or ord(ch) == 0x7F:
+            out.append(f"\\u{ord(ch):04x}")
+        else:
+            out.append(ch)
+    return '"' + "".join(out) + '"'
+
+
+def canonical_value(value_type: ValueType, value: Any) -> str:
+    """The canonical string of one metadata value (recursing into arrays)."""
+    if value_type is ValueType.ARRAY:
+        assert isinstance(value, GGUFArray)
+        return "[" + ",".join(canonical_value(value.item_type, item) for item in value.items) + "]"
+    if value_type is ValueType.STRING:
+        return _escape(value)
+    if value_type is ValueType.BOOL:
+        return "true" if value else "false"
+    if value_type is ValueType.FLOAT64:
+        return str(struct.unpack("<Q", struct.pack("<d", value))[0])
+    if value_type is ValueType.FLOAT32:  # kept as f64 by that tool: the widened value's bits
+        return "f32:" + str(struct.unpack("<Q", struct.pack("<d", float(value)))[0])
+    return str(int(value))
+
+
+@dataclass(frozen=True)
+class GGUFIdentity:
+    """The full SHA-256 and the short ``wi:gguf:<version>:<8 hex>`` form."""
+
+    sha256: str
+    short: str
+    version: int
+
+
+def identity_document(header: GGUFHeader) -> bytes:
+    """The exact bytes that are hashed."""
+    metadata = {k: canonical_value(f.type, f.value) for k, f in sorted(header.fields.items())}
+    tensors = {}
+    for t in sorted(header.tensors, key=lambda t: t.name):
+        dtype = t.type_name
+        tensors[t.name] = {
+            "name": t.name,
+            "dtype": dtype,
+            "shape": list(t.dims),
+            "byte_length": t.n_elements * _ELEMENT_BYTES.get(dtype, 0),
+        }
+    doc = {"format": "gguf", "gguf_version": header.version, "metadata": metadata, "tensors": tensors}
+    return json.dumps(doc, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+
+
+def gguf_identity(header: GGUFHeader) -> GGUFIdentity:
+    digest = hashlib.sha256(identity_document(header)).hexdigest()
+    return GGUFIdentity(digest, f"wi:gguf:{header.version}:{digest[:8]}", header.version)
+
+
+__all__ = ["GGUFIdentity", "canonical_value", "gguf_identity", "identity_document"]

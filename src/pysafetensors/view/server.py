@@ -1,0 +1,200 @@
+"""The viewer's local server: the page, and JSON endpoints over the inputs named on the command line.
+
+A local port is reachable by every web page the user visits, and tensor names and metadata are
+attacker-controlled, so the server:
+
+- binds 127.0.0.1 unless told otherwise;
+- answers only requests that carry the run's random token: in the URL once (``/?token=...``,
+  which sets an HttpOnly, SameSite=Strict cookie and redirects to ``/``), then in the cookie;
+  anything else gets 403;
+- answers only when the Host header names the address it listens on (``127.0.0.1:PORT``,
+  ``localhost:PORT`` or the explicit ``--host``), which defeats DNS rebinding;
+- is read-only: endpoints take a tensor *name* and an input *number*, never a path or URL, so
+  nothing but the inputs given on the command line can be opened;
+- sends a strict Content-Security-Policy and ``nosniff`` with every reply.
+"""
+
+from __future__ import annotations
+
+import hmac
+import http.server
+import json
+import mimetypes
+import secrets
+import threading
+import urllib.parse
+from importlib import resources
+from typing import Any
+
+from ..errors import SafetensorError
+from .data import ViewSession
+
+CSP = "default-src 'self'; img-src 'self' data:; object-src 'none'; base-uri 'none'; frame-ancestors 'none'; form-action 'none'"
+STATIC_FILES = frozenset({"index.html", "app.js", "app.css"})
+COOKIE = "pst_token"
+
+
+def static_bytes(name: str) -> bytes:
+    """One of the page's files, shipped as package data."""
+    return resources.files("pysafetensors.view").joinpath("static").joinpath(name).read_bytes()
+
+
+class ViewServer(http.server.ThreadingHTTPServer):
+    """A ThreadingHTTPServer that knows its token, the hosts it answers to, and the session."""
+
+    daemon_threads = True
+
+    def __init__(self, session: ViewSession, host: str = "127.0.0.1", port: int = 0) -> None:
+        self.session = session
+        self.token = secrets.token_urlsafe(24)
+        self.bind_host = host
+        super().__init__((host, port), _Handler)
+        self.port = int(self.server_address[1])
+        names = {"127.0.0.1", "localhost", host}
+        if ":" in host and not host.startswith("["):
+            names.add(f"[{host}]")
+        self.allowed_hosts = {f"{n}:{self.port}".lower() for n in names}
+
+    @property
+    def url(self) -> str:
+        host = f"[{self.bind_host}]" if ":" in self.bind_host else self.bind_host
+        return f"http://{host}:{self.port}/?token={self.token}"
+
+    def serve_in_thread(self) -> threading.Thread:
+        thread = threading.Thread(target=self.serve_forever, name="pysafetensors-view", daemon=True)
+        thread.start()
+        return thread
+
+
+class _Handler(http.server.BaseHTTPRequestHandler):
+    server: ViewServer
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass  # the terminal shows the URL and errors, not an access log
+
+    # --- checks -----------------------------------------------------------------------------
+    def _host_ok(self) -> bool:
+        return (self.headers.get("Host") or "").lower() in self.server.allowed_hosts
+
+    def _token_from_cookie(self) -> str | None:
+        for part in (self.headers.get("Cookie") or "").split(";"):
+            name, _, value = part.strip().partition("=")
+            if name == COOKIE:
+                return value
+        return None
+
+    def _authorized(self, query: dict[str, list[str]]) -> tuple[bool, bool]:
+        """(authorized, came with the URL token) for this request."""
+        token = self.server.token
+        given = query.get("token", [None])[0]
+        if given is not None and hmac.compare_digest(given.encode(), token.encode()):
+            return True, True
+        cookie = self._token_from_cookie()
+        return cookie is not None and hmac.compare_digest(cookie.encode(), token.encode()), False
+
+    # --- replies ----------------------------------------------------------------------------
+    def _send(self, status: int, body: bytes, content_type: str, extra: dict[str, str] | None = None) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(body)))
+        self.send_header("Content-Security-Policy", CSP)
+        self.send_header("X-Content-Type-Options", "nosniff")
+        self.send_header("Referrer-Policy", "no-referrer")
+        self.send_header("Cache-Control", "no-store")
+        for k, v in (extra or {}).items():
+            self.send_header(k, v)
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(body)
+
+    def _json(self, status: int, obj: Any) -> None:
+        body = json.dumps(obj, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode("utf-8")
+        self._send(status, body, "application/json; charset=utf-8")
+
+    def _error(self, status: int, message: str) -> None:
+        self._json(status, {"error": message})
+
+    def do_POST(self) -> None:
+        self._error(405, "read-only server")
+
+    do_PUT = do_DELETE = do_PATCH = do_POST
+
+    def do_HEAD(self) -> None:
+        self.do_GET()
+
+    def do_GET(self) -> None:
+        if not self._host_ok():
+            self._error(403, "unexpected Host header")
+            return
+        url = urllib.parse.urlsplit(self.path)
+        query = urllib.parse.parse_qs(url.query, keep_blank_values=True)
+        ok, via_url = self._authorized(query)
+        if not ok:
+            self._error(403, "missing or wrong token: open the URL the command printed")
+            return
+        if via_url:  # trade the URL token for a cookie, and drop it from the address bar
+            cookie = f"{COOKIE}={self.server.token}; HttpOnly; SameSite=Strict; Path=/"
+            self._send(303, b"", "text/plain", {"Location": "/", "Set-Cookie": cookie})
+            return
+        path = url.path
+        try:
+            if path == "/":
+                self._send(200, static_bytes("index.html"), "text/html; charset=utf-8")
+            elif path.startswith("/static/"):
+                self._static(path[len("/static/"):])
+            elif path.startswith("/api/"):
+                self._api(path[len("/api/"):], query)
+            else:
+                self._error(404, "not found")
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+
+    def _static(self, name: str) -> None:
+        if name not in STATIC_FILES:  # a fixed list: no path from the request reaches the disk
+            self._error(404, "not found")
+            return
+        ctype = mimetypes.guess_type(name)[0] or "application/octet-stream"
+        if ctype.startswith("text/") or ctype.endswith("javascript"):
+            ctype += "; charset=utf-8"
+        self._send(200, static_bytes(name), ctype)
+
+    def _api(self, endpoint: str, query: dict[str, list[str]]) -> None:
+        session = self.server.session
+
+        def one(name: str) -> str:
+            values = query.get(name)
+            if not values:
+                raise _BadRequest(f"missing parameter {name!r}")
+            return values[0]
+
+        try:
+            if endpoint == "checkpoint":
+                self._json(200, session.checkpoint())
+            elif endpoint == "values":
+                self._json(200, session.values(_input_number(query.get("i", ["0"])[0], session), one("name")))
+            elif endpoint == "valuediff":
+                self._json(200, session.value_diff(one("name")))
+            else:
+                self._error(404, "unknown endpoint")
+        except _BadRequest as e:
+            self._error(400, str(e))
+        except KeyError as e:  # a tensor name the inputs do not hold
+            self._error(404, str(e.args[0]) if e.args else "not found")
+        except SafetensorError as e:  # e.g. a tensor whose data is corrupt: the page shows it
+            self._error(422, str(e))
+        except Exception as e:  # noqa: BLE001 - the server keeps running; the page shows the error
+            self._error(500, f"{type(e).__name__}: {e}")
+
+
+class _BadRequest(Exception):
+    pass
+
+
+def _input_number(text: str, session: ViewSession) -> int:
+    if not text.isdigit() or int(text) >= len(session.inputs):
+        raise _BadRequest(f"input must be 0..{len(session.inputs) - 1}")
+    return int(text)
+
+
+__all__ = ["CSP", "ViewServer", "static_bytes"]
