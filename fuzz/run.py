@@ -40,8 +40,7 @@ def _alarm(signum: int, frame: object) -> None:
 
 
 def worker(args: argparse.Namespace) -> int:
-    from fuzz.gen import random_input
-    from fuzz.targets import TARGETS, classify
+    from fuzz.targets import DIFFERENTIAL_COUNTS, INPUTS, TARGETS, classify, input_for
 
     targets = [t for t in TARGETS if not t.startswith("_")] if args.target == "all" else args.target.split(",")
     unknown = [t for t in targets if t not in TARGETS]
@@ -57,8 +56,12 @@ def worker(args: argparse.Namespace) -> int:
     seed = args.seed
     while time.monotonic() < deadline and (args.count is None or done < args.count):
         progress.write_text(str(seed))
-        data = random_input(random.Random(seed))
+        shared: bytes | None = None
         for name in targets:
+            if name in INPUTS:
+                data = input_for(name, seed)
+            else:
+                shared = data = shared if shared is not None else input_for(name, seed)
             signal.alarm(args.hang_seconds)
             try:
                 report = classify(name, data, seed)
@@ -77,7 +80,8 @@ def worker(args: argparse.Namespace) -> int:
                     print(f"BUG in target {name!r}, seed {seed}, input {data[:200]!r}\n{report}", file=sys.stderr)
         done += 1
         seed += 1
-    summary = {"inputs": done, "first_seed": args.seed, "last_seed": seed - 1, "bugs": failures}
+    summary = {"inputs": done, "first_seed": args.seed, "last_seed": seed - 1, "bugs": failures,
+               "differential": dict(DIFFERENTIAL_COUNTS)}
     print(json.dumps(summary))
     return 1 if failures else 0
 
@@ -109,6 +113,10 @@ def parent(args: argparse.Namespace) -> int:
                       f"{len(summary['bugs'])} distinct bug(s)")
                 for key, count in summary["bugs"].items():
                     print(f"  {count}x {key}")
+                if summary["differential"]:
+                    from fuzz.differential import summary as differential_summary
+
+                    print(f"fuzz: differential vs upstream: {differential_summary(summary['differential'])}")
                 status = max(status, proc.returncode)
                 break
             if proc.returncode >= 0:
@@ -131,7 +139,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seconds", type=float, default=60.0, help="time budget (default 60)")
     p.add_argument("--seed", type=int, default=None, help="first seed (default: random, printed)")
     p.add_argument("--count", type=int, default=None, help="stop after this many inputs")
-    p.add_argument("--target", default="all", help="all, or a comma list of: header, deserialize, open_bytes, open_file")
+    p.add_argument("--target", default="all",
+                   help="all, or a comma list of: header, deserialize, open_bytes, open_file, open_torch, faces, differential")
     p.add_argument("--hang-seconds", type=int, default=10)
     p.add_argument("--crash-dir", default=str(ROOT / "fuzz" / "crashes"))
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)

@@ -132,11 +132,18 @@ def test_shapes_whose_size_overflows_are_rejected(shape: list[int]) -> None:
 
 
 def test_deep_nesting_is_rejected_without_recursion_error() -> None:
-    """1,000,000 nested arrays (Python's json would hit RecursionError, serde its 128 limit)."""
-    h = b"[" * 1_000_000 + b"]" * 1_000_000
-    data = struct.pack("<Q", len(h)) + h
+    """1,000,000 nested arrays under a tensor (Python's json would hit RecursionError, serde its
+    128 limit); at the top level the array is refused before it is read, as upstream does."""
+    deep = b"[" * 1_000_000 + b"]" * 1_000_000
+    h = b'{"a":{"dtype":"U8","shape":[1],"data_offsets":[0,1],"x":' + deep + b"}}"
     with pytest.raises(InvalidHeaderJson, match="recursion limit"):
-        safe_open(data, framework="np")
+        safe_open(struct.pack("<Q", len(h)) + h + b"\0", framework="np")
+    h = b'{"a":' + deep + b"}"  # an entry that is an array of arrays: refused at its first item
+    with pytest.raises(InvalidHeaderJson):
+        safe_open(struct.pack("<Q", len(h)) + h, framework="np")
+    h = b"[" * 1_000_000 + b"]" * 1_000_000
+    with pytest.raises(InvalidHeaderJson, match="invalid type: sequence, expected struct HashMetadata"):
+        safe_open(struct.pack("<Q", len(h)) + h, framework="np")
 
 
 def test_huge_element_count_in_a_zero_size_tensor_slices_without_work() -> None:
