@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import struct
+import sys
 import tracemalloc
 from typing import Any
 
@@ -16,7 +17,7 @@ from pysafetensors.errors import (
     InvalidHeaderLength,
     ValidationOverflow,
 )
-from pysafetensors.format import HEADER_CAP
+from pysafetensors.format import HEADER_CAP, parse_header
 from pysafetensors.reader import SafeFile
 
 
@@ -158,3 +159,76 @@ def test_errors_carry_context() -> None:
     with pytest.raises(SafetensorError) as info:
         safe_open(struct.pack("<Q", HEADER_CAP + 1) + b"{}", framework="np")
     assert "100000001" in str(info.value) and "header too large" in str(info.value)
+
+
+# --- crafted headers: wrong shapes are refused before they are built, and the parser's work
+# --- does not grow with the number of JSON values (no Python call per value)
+
+_N = 300_000  # values per crafted array (about 1 MB of header)
+_T = '"dtype":"U8","shape":[1],"data_offsets":[0,1]'
+
+
+def _array(item: str) -> str:
+    return "[" + ",".join([item] * _N) + "]"
+
+
+@pytest.mark.parametrize(
+    ("text", "reason"),
+    [
+        (_array("{}"), "invalid type: sequence, expected struct HashMetadata"),
+        (_array("1.5"), "invalid type: sequence, expected struct HashMetadata"),
+        ('{"a":' + _array("1.5") + "}", "invalid type: floating point `1.5`, expected string or map"),
+        ('{"a":' + _array("[]") + "}", "invalid type: sequence, expected string or map"),
+        ('{"__metadata__":' + _array("{}") + "}", "invalid type: sequence, expected a map"),
+    ],
+    ids=["top-level-objects", "top-level-floats", "entry-of-floats", "entry-of-arrays", "metadata-array"],
+)
+def test_wrong_shapes_are_refused_before_they_are_built(text: str, reason: str) -> None:
+    """A header that is an array, or a tensor entry / metadata that is an array the format
+    cannot take, is refused from its first item: peak memory stays a small multiple of the
+    header itself (building the array took 10-30x, and seconds)."""
+    h = text.encode()
+    with pytest.raises(InvalidHeaderJson) as info:
+        parse_header(h, len(h) + 8)
+    assert info.value.reason == f"invalid JSON in header: {reason}"  # type: ignore[attr-defined]
+    peak = _peak(lambda: pytest.raises(InvalidHeaderJson, parse_header, h, len(h) + 8))
+    assert peak < 4 * len(h), f"peak {peak} bytes for a {len(h)}-byte header"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"a":{' + _T + ',"x":' + _array("{}") + "}}",
+        '{"a":{' + _T + ',"x":' + _array("1.5") + "}}",
+        '{"a":{' + _T + ',"x":' + _array("[]") + "}}",
+        '{"a":{' + _T + ',"x":' + _array('"s"') + "}}",
+        '{"a":{' + _T + ',"x":[-0,' + ",".join(["1"] * _N) + "]}}",
+        '{"a":{' + _T + ',"x":[1e250,' + ",".join(["2.5e-3"] * _N) + "]}}",
+        '{"a":' + _array("{}") + "}",
+    ],
+    ids=["ignored-objects", "ignored-floats", "ignored-arrays", "ignored-strings", "ignored-ints-and-minus-zero",
+         "ignored-big-and-small-floats", "entry-of-objects"],
+)
+def test_parser_work_does_not_grow_with_the_number_of_values(text: str) -> None:
+    """Arrays in ignored fields (upstream accepts them) are read by json's C scanner: the
+    Python functions called while parsing stay a handful, however many values there are
+    (a hook per value made a 100 MB header take 20-40 s).  Counted, not timed."""
+    h = text.encode()
+    size = len(h) + 8 + (1 if '"x"' in text else 0)
+    calls = 0
+
+    def count(frame: Any, event: str, arg: Any) -> None:
+        nonlocal calls
+        calls += event == "call"
+
+    sys.setprofile(count)
+    try:
+        try:
+            parse_header(h, size)
+        except InvalidHeaderJson:
+            pass
+    finally:
+        sys.setprofile(None)
+    # A text spelling -0 as an integer is read with a Python hook for integers (serde reads
+    # -0 as a float): one call per integer there, still none per other value.
+    assert calls < (200 + _N + 10 if "[-0," in text else 200), calls

@@ -239,13 +239,17 @@ def reaches_depth(value: Any, depth: int) -> bool:
     return False  # depth 0: never reached
 
 
+def _int_or_minus_zero(text: str) -> int | float:
+    return -0.0 if text == "-0" else int(text)
+
+
 class _Scanner:
     """The json module's C scanner with serde's number rules; objects as tuples of pairs."""
 
-    def __init__(self, exact_ints: bool) -> None:
-        # Decimal keeps the sign of -0 (which int() drops) and is built in C too.
+    def __init__(self, minus_zero: bool) -> None:
+        # Only a text that spells -0 as an integer pays for a Python call per integer.
         decoder = json.JSONDecoder(
-            object_pairs_hook=tuple, parse_constant=_reject_constant, parse_int=Decimal if exact_ints else int
+            object_pairs_hook=tuple, parse_constant=_reject_constant, parse_int=_int_or_minus_zero if minus_zero else int
         )
         self.scan_once = decoder.scan_once  # type: ignore[attr-defined]
         self.scanstring = decoder.parse_string  # type: ignore[attr-defined]

@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 from collections.abc import Generator, Iterator
 from dataclasses import dataclass
-from decimal import Decimal
 from typing import Any
 
 from ..errors import (
@@ -175,8 +174,6 @@ def _unexpected(value: Any) -> str:
         return "null"
     if isinstance(value, bool):
         return f"boolean `{str(value).lower()}`"
-    if isinstance(value, Decimal):
-        value = _from_decimal(value)
     if isinstance(value, int):
         if value >= U64_LIMIT or value < _I64_MIN:
             value = float(value)  # serde reads integers past 64 bits as floats
@@ -191,11 +188,6 @@ def _unexpected(value: Any) -> str:
     return "sequence" if isinstance(value, list) else "map"
 
 
-def _from_decimal(value: Decimal) -> int | float:
-    """An integer token read as a Decimal (to keep ``-0``), as serde sees it."""
-    return -0.0 if value == 0 and value.is_signed() else int(value)
-
-
 def _top_level_reason(text: str, opener: str, start: int) -> str:
     if not opener:
         return "EOF while parsing a value"
@@ -208,8 +200,6 @@ def _top_level_reason(text: str, opener: str, start: int) -> str:
 
 def _usize_reason(value: Any) -> str | None:
     """Why ``value`` is not a usize in serde's words, or None when it is one."""
-    if type(value) is Decimal:
-        value = _from_decimal(value)
     if type(value) is int:
         if 0 <= value < U64_LIMIT:
             return None
@@ -234,9 +224,7 @@ def _metadata(value: Any) -> Generator[HeaderProblem, None, dict[str, str] | Non
 
 
 def _plain(value: Any) -> Any:
-    """A parsed value with integers as ints, for a problem's data_offsets (JSON output)."""
-    if type(value) is Decimal:
-        return _from_decimal(value)
+    """A parsed value as plain JSON data, for a problem's data_offsets (JSON output)."""
     if type(value) is list:
         return [_plain(v) for v in value]
     return value if not isinstance(value, (tuple, Unparsed)) else None
@@ -326,7 +314,7 @@ def _shape(value: Any) -> tuple[tuple[int, ...] | None, str | None]:
         reason = _usize_reason(d)
         if reason is not None:
             return None, reason
-    return tuple(map(int, value)), None
+    return tuple(value), None
 
 
 def _offsets(value: Any) -> tuple[tuple[int, int] | None, str | None]:
@@ -340,7 +328,7 @@ def _offsets(value: Any) -> tuple[tuple[int, int] | None, str | None]:
             return None, reason
     if len(value) > 2:
         return None, f"invalid length {len(value)}, expected 2 elements in sequence"
-    return (int(value[0]), int(value[1])), None
+    return (value[0], value[1]), None
 
 
 # --- the layout level -------------------------------------------------------------------
