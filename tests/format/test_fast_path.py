@@ -27,7 +27,12 @@ def _header_bytes(obj: Any) -> bytes:
 
 
 def _parse_both(text: bytes, size: int) -> tuple[Any, Any]:
+    """The fast paths' answer (json's and msgspec's must agree) and the rules' (or their error)."""
     fast = header_mod._fast_header(text.decode(), len(text), size)
+    typed = header_mod._typed_header.fast_header(text.decode(), len(text), size, header_mod._typed_entries(),
+                                                 header_mod.Header, header_mod.TensorInfo)
+    assert typed is None or fast is None or typed == fast
+    fast = fast if fast is not None else typed
     try:
         careful: Any = header_mod._careful_header(text, size)
     except Exception as e:  # noqa: BLE001 - compared below
@@ -107,6 +112,8 @@ def test_fast_header_takes_sub_byte_dtypes_and_zero_sizes() -> None:
         lambda t: t.replace(b'"shape":[2]', b'"shape":[4,0,18446744073709551616]', 1).replace(b"[0,8]", b"[0,0]", 1),
         lambda t: t.replace(b'"shape":[2]', b'"shape":[0,18446744073709551616]', 1).replace(b"[0,8]", b"[0,0]", 1),
         lambda t: t.replace(b'"shape":[2]', b'"shape":[0,' + b"9" * 30 + b"]", 1).replace(b"[0,8]", b"[0,0]", 1),
+        lambda t: t.replace(b'"shape":[2]', b'"shape":[' + b"9" * 30 + b",1.5]", 1),  # sum() overflowed converting
+        lambda t: t.replace(b'"shape":[2]', b'"shape":[1' + b",1" * 70 + b",3]", 1),  # more than 64 dims
         # A shape of the right structure built from huge brackets counts: a top-level array.
         lambda t: b"[" + t + b"]",
     ],
@@ -171,3 +178,34 @@ def test_integers_past_u64_are_rejected_at_open_on_every_path(shape: list[int], 
             pysafetensors.safe_open(path, framework="np", backend=backend)
     with pytest.raises(InvalidHeaderJson):
         pysafetensors.safe_open(data, framework="np")
+
+
+def test_parse_header_uses_msgspec_when_installed_and_json_when_told(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The fast extra is used (CI installs it), and PYSAFETENSORS_JSON=stdlib turns it off."""
+    assert header_mod._typed_entries() is not None
+    monkeypatch.setattr(header_mod, "_TYPED", [])
+    monkeypatch.setenv("PYSAFETENSORS_JSON", "stdlib")
+    assert header_mod._typed_entries() is None
+    text = _header_bytes({"a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}})
+    assert parse_header(text, 8 + len(text) + 8).tensors[0].shape == (2,)
+
+
+def test_msgspec_path_takes_what_writers_write_and_defers_the_rest() -> None:
+    typed = header_mod._typed_entries()
+    text = upstream_np.save({"a": np.zeros(3, np.float32), "b": np.zeros((2, 0), np.int8)}, metadata={"k": "v"})
+    n = int.from_bytes(text[:8], "little")
+    header = text[8 : 8 + n].decode()
+    fast = header_mod._typed_header.fast_header(header, n, len(text), typed, header_mod.Header, header_mod.TensorInfo)
+    assert fast is not None and fast == header_mod._careful_header(text[8 : 8 + n], len(text))
+    for odd in ['{"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"__metadata__":{"k":"v"}}',  # metadata last
+                '{"__metadata__":{"k":"v"},"__metadata__":null,"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}}',
+                '{"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8],"x":1}}',
+                '{"a":{"dtype":"F32","shape":[2.0],"data_offsets":[0,8]}}',
+                '{"a":{"dtype":"F32","shape":[true,2],"data_offsets":[0,8]}}',
+                '{"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8,8]}}',
+                '{"a":{"dtype":"f32","shape":[2],"data_offsets":[0,8]}}',
+                '{"a":{"dtype":"F32","dtype":"F32","shape":[2],"data_offsets":[0,8]}}',
+                '{"a":{"dtype":"F32","shape":[0,18446744073709551616],"data_offsets":[0,0]}}']:
+        size = 8 + len(odd) + 8
+        assert header_mod._typed_header.fast_header(odd, len(odd), size, typed, header_mod.Header,
+                                                    header_mod.TensorInfo) is None, odd

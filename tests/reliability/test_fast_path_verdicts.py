@@ -1,6 +1,6 @@
-"""The fast header path is a private optimisation of the rule set: on the whole corpus and on
-every fuzzer's inputs, it either steps aside (None) or returns exactly the header the rules
-return.  And parse_header's error is always the first problem check_header lists."""
+"""The fast header paths (json's and msgspec's) are private optimisations of the rule set: on the
+whole corpus and on every fuzzer's inputs, each either steps aside (None) or returns exactly the
+header the rules return.  And parse_header's error is always the first problem check_header lists."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from fuzz.gen import random_input
 from test_differential_verdicts import CASES
 
 from pysafetensors.errors import SafetensorError
-from pysafetensors.format import check_header, parse_header
+from pysafetensors.format import Header, TensorInfo, check_header, parse_header
 from pysafetensors.format import header as header_mod
 
 _spec = importlib.util.spec_from_file_location("corpus_cases", ROOT / "tests" / "corpus" / "cases.py")
@@ -43,8 +43,18 @@ def _header(data: bytes) -> tuple[bytes, int] | None:
     return (data[8 : 8 + n], len(data)) if n <= 100_000_000 and 8 + n <= len(data) else None
 
 
+def _fast_paths(text: str, n: int, size: int) -> list[tuple[str, Any]]:
+    """Both fast paths' answers: json's, and msgspec's (the ``fast`` extra, installed in CI)."""
+    typed = header_mod._typed_entries()
+    assert typed is not None, "msgspec (pysafetensors[fast]) is part of the test install"
+    return [
+        ("json", header_mod._fast_header(text, n, size)),
+        ("msgspec", header_mod._typed_header.fast_header(text, n, size, typed, Header, TensorInfo)),
+    ]
+
+
 def test_fast_path_gives_the_rules_verdict_on_the_corpus_and_the_fuzzers_inputs() -> None:
-    fast_accepted = rules_accepted = 0
+    fast_accepted = typed_accepted = rules_accepted = 0
     wrong = []
     for name, data in _inputs().items():
         split = _header(data)
@@ -60,13 +70,15 @@ def test_fast_path_gives_the_rules_verdict_on_the_corpus_and_the_fuzzers_inputs(
             text = header.decode("utf-8")
         except UnicodeDecodeError:
             continue
-        fast = header_mod._fast_header(text, len(header), size)
-        if fast is None:
-            continue
-        fast_accepted += 1
-        if fast != careful:
-            wrong.append(f"{name}: fast path {fast!r:.200}, rules {careful!r:.200}")
+        for path, fast in _fast_paths(text, len(header), size):
+            if fast is None:
+                continue
+            fast_accepted += path == "json"
+            typed_accepted += path == "msgspec"
+            if fast != careful:
+                wrong.append(f"{name}: {path} fast path {fast!r:.200}, rules {careful!r:.200}")
     assert not wrong, "\n".join(wrong[:10])
+    assert typed_accepted > 0.3 * rules_accepted, (typed_accepted, rules_accepted)
     # Not vacuous: many accepted headers take the fast path (the generators write many in
     # an order or a spelling it leaves to the rules on purpose).
     assert fast_accepted > 0.3 * rules_accepted > 200, (fast_accepted, rules_accepted)

@@ -10,13 +10,13 @@ fuzzers' inputs).
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+import os
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from itertools import chain, repeat
 from math import prod
-from operator import and_, attrgetter, itemgetter, mul, rshift, sub
 from typing import Any, NamedTuple
 
+from . import _typed_header
 from ._gcpause import paused_gc
 from .dtypes import BY_CODE, DType
 from .json_compat import METADATA_KEY
@@ -95,7 +95,9 @@ def parse_header_length(prefix: bytes | bytearray | memoryview, file_size: int) 
 def parse_header(header: bytes | bytearray | memoryview, file_size: int) -> Header:
     """Parse and validate the N header bytes of a file of ``file_size`` bytes.
 
-    Raises the first problem ``check_header`` finds (upstream's error, with context).
+    Raises the first problem ``check_header`` finds (upstream's error, with context).  A
+    well-formed header takes a fast path first: msgspec's typed decoding when the ``fast``
+    extra is installed, else json's; either accepts only what the rules accept.
     """
     n = len(header)
     # A big header allocates ~3 containers per tensor: generational GC passes over the
@@ -106,10 +108,24 @@ def parse_header(header: bytes | bytearray | memoryview, file_size: int) -> Head
         except UnicodeDecodeError:
             pass  # the rules report it
         else:
-            fast = _fast_header(text, n, file_size)
+            typed = _typed_entries()
+            fast = None if typed is None else _typed_header.fast_header(text, n, file_size, typed, Header, TensorInfo)
+            if fast is None:
+                fast = _fast_header(text, n, file_size)
             if fast is not None:
                 return fast
         return _careful_header(header, file_size)
+
+
+_TYPED: list[Callable[[str], Any] | None] = []  # msgspec's decoder, once looked for
+
+
+def _typed_entries() -> Callable[[str], Any] | None:
+    """msgspec's entry decoder when the ``fast`` extra is installed (and not turned off)."""
+    if not _TYPED:
+        off = os.environ.get("PYSAFETENSORS_JSON") == "stdlib"  # e.g. to measure the stdlib path
+        _TYPED.append(None if off else _typed_header.decoder())
+    return _TYPED[0]
 
 
 def _careful_header(header: bytes | bytearray | memoryview, file_size: int) -> Header:
@@ -129,26 +145,25 @@ def _careful_header(header: bytes | bytearray | memoryview, file_size: int) -> H
 
 
 _ABSENT = object()
-_SUB_BYTE_CODES = frozenset(code for code, d in BY_CODE.items() if d.bits % 8)
-_make_info = tuple.__new__
-_bits = attrgetter("bits")
 
 
 def _fast_header(text: str, n: int, file_size: int) -> Header | None:
-    """The common, well-formed header: json's C scanner, then checks over whole columns.
+    """The common, well-formed header: json's C scanner, no hooks, one tight loop.
 
     Returns None whenever anything is unusual; the rules then decide (and report the exact
     error).  It accepts only headers that are exactly: an object holding an optional
     ``__metadata__`` (null, or an object of strings) and tensor entries that are objects of
-    exactly the three fields, written in file order with contiguous offsets.  Each check is
-    one pass in C over a column (every dtype, every shape, ...), not Python code per tensor,
-    which is what makes 100,000-tensor headers cheap to open.
+    exactly the three fields, written in file order with contiguous offsets.  One loop, not
+    a pass per check over columns built with map(): each such pass allocates a list as long
+    as the header has tensors, which costs more than the loop's per-tensor bytecode.
     """
-    # What json reads differently from serde, found in the text: ``-0`` (json gives 0) and
-    # ``\u`` escapes (lone surrogates; a colon written as an escape would also fool the
-    # duplicate count below).  Booleans, NaN, floats and huge numbers need no scan: every
-    # value below is type-checked exactly (``type(x) is int`` is False for True).
-    if ("-" in text and "-0" in text) or ("\\" in text and "\\u" in text):
+    # What json reads differently from serde, found in the text: ``-0`` (json gives 0),
+    # ``\\u`` escapes (lone surrogates; a colon written as an escape would also fool the
+    # duplicate count below) and booleans (ints to Python's sum(); a header spelling one
+    # anywhere, even in a name, takes the rules' path).  NaN, floats and huge numbers need
+    # no scan: they fail the type and range checks below.
+    may_be_negative = "-" in text
+    if (may_be_negative and "-0" in text) or ("\\" in text and "\\u" in text) or "true" in text or "false" in text:
         return None
     # Bound the work before json builds anything: a header of this shape has one object per
     # tensor (+1, +1 with metadata) and two arrays per tensor.  Any other count (a top-level
@@ -171,52 +186,47 @@ def _fast_header(text: str, n: int, file_size: int) -> Header | None:
         if type(value) is not dict or not set(map(type, value.values())) <= {str}:
             return None
         metadata = value
-    tensors: tuple[TensorInfo, ...] = ()
-    end = 0
-    if raw:
-        names = list(raw)
-        entries = list(raw.values())
-        if set(map(type, entries)) != {dict} or set(map(len, entries)) != {3}:
-            return None
-        try:
-            codes = list(map(itemgetter("dtype"), entries))
-            shapes = list(map(itemgetter("shape"), entries))
-            offsets = list(map(itemgetter("data_offsets"), entries))
-            dtypes = list(map(BY_CODE.__getitem__, codes))  # KeyError, or TypeError if unhashable
-        except (KeyError, TypeError):
-            return None
-        if set(map(type, shapes)) != {list} or set(map(type, offsets)) != {list} or set(map(len, offsets)) != {2}:
-            return None
-        # More than 64 dims (never seen) could make the products below huge ints: the rules
-        # stop multiplying at 2**64 instead.
-        if max(map(len, shapes)) > 64:
-            return None
-        dims = list(chain.from_iterable(shapes))
-        if dims and (set(map(type, dims)) != {int} or min(dims) < 0 or max(dims) >= U64_LIMIT):
-            return None
-        begins = list(map(itemgetter(0), offsets))
-        ends = list(map(itemgetter(1), offsets))
-        if set(map(type, begins)) != {int} or set(map(type, ends)) != {int}:
-            return None
-        # File order: each tensor begins where the previous one ends (so, with the sizes
-        # checked below, offsets only grow and the last end is the largest).
-        if begins[0] != 0 or begins[1:] != ends[:-1] or ends[-1] >= U64_LIMIT:
-            return None
-        counts = list(map(prod, shapes))
-        # A zero count may hide an overflowing product of the dims before the first 0,
-        # which upstream rejects: leave those to the rules.
-        if 0 in counts and any(prod(s[: s.index(0)]) >= U64_LIMIT for s in shapes if 0 in s):
-            return None
-        nbits = list(map(mul, counts, map(_bits, dtypes)))
-        if max(nbits) >= U64_LIMIT:
-            return None
-        if not _SUB_BYTE_CODES.isdisjoint(codes) and any(map(and_, nbits, repeat(7))):
-            return None
-        if list(map(sub, ends, begins)) != list(map(rshift, nbits, repeat(3))):
-            return None
-        end = ends[-1]
-        tensors = tuple(map(_make_info, repeat(TensorInfo), zip(names, dtypes, map(tuple, shapes), begins, ends)))
-    if end + N_LEN + n != file_size:
+    tensors: list[TensorInfo] = []
+    append = tensors.append
+    get_dtype = BY_CODE.get
+    make = tuple.__new__
+    expected = 0
+    try:
+        for name, value in raw.items():
+            # Exactly the three fields: an extra one may hold what serde rejects (deep
+            # nesting, out-of-range numbers), which only the rules check.
+            if type(value) is not dict or len(value) != 3:
+                return None
+            shape = value["shape"]  # a missing field: KeyError, below
+            begin, end = value["data_offsets"]
+            dtype = get_dtype(value["dtype"])  # an unhashable code: TypeError, below
+            if dtype is None or type(shape) is not list or begin != expected or type(begin) is not int or type(end) is not int:
+                return None
+            if shape:
+                # sum() raises on str/list/dict/None dims and is a float if any dim is one,
+                # all in C, so only numbers reach math.prod (a str would make prod repeat
+                # it); booleans sum as ints, so a text spelling true/false anywhere was sent
+                # to the rules above.  More than 64 dims (never seen) could make the product
+                # a huge int: the rules stop early instead.  Negative dims are only possible
+                # where the text has a "-".
+                if type(sum(shape)) is not int or len(shape) > 64 or (may_be_negative and min(shape) < 0):
+                    return None
+                nelements = prod(shape)
+                # A zero product hides its dims from the size check: every dim must still be
+                # a u64, and the product of the dims before the first 0 must not overflow
+                # (upstream multiplies in that order).  Rare: left to the rules.
+                if nelements == 0 and (max(shape) >= U64_LIMIT or prod(shape[: shape.index(0)]) >= U64_LIMIT):
+                    return None
+                nbits = nelements * dtype.bits
+            else:
+                nbits = dtype.bits
+            if nbits >= U64_LIMIT or nbits & 7 or end - begin != nbits >> 3 or end >= U64_LIMIT:
+                return None
+            expected = end
+            append(make(TensorInfo, (name, dtype, tuple(shape), begin, end)))
+    except (KeyError, TypeError, ValueError, OverflowError):  # OverflowError: sum() of a huge int and a float
+        return None
+    if expected + N_LEN + n != file_size:
         return None
     # Duplicate keys anywhere (top level, inside an entry, in the metadata) are invisible
     # after json.loads but each adds a member, and every member has exactly one colon
@@ -229,7 +239,7 @@ def _fast_header(text: str, n: int, file_size: int) -> Header | None:
         in_strings += "".join(metadata).count(":") + "".join(metadata.values()).count(":")
     if text.count(":") != members + in_strings:
         return None
-    return Header(tensors, metadata, n)
+    return Header(tuple(tensors), metadata, n)
 
 
 # --- encoding -----------------------------------------------------------------------------
