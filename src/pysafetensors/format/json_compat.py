@@ -9,9 +9,9 @@ a small constant, and it walks the top-level object one member at a time, so a v
 header grammar rejects outright (a tensor entry that is an array of numbers, an array as
 ``__metadata__``, a top level that is not an object) is refused before it is built.
 
-Objects come back as tuples of ``(key, value)`` pairs (the C scanner builds them without a
-Python call, keeps duplicate keys and shares one empty tuple for every ``{}``); header.py
-turns the few it inspects into :class:`JsonObject`.  Standard library only.
+Objects come back as tuples of ``(key, value)`` pairs: the C scanner builds them without a
+Python call, they keep duplicate keys in order (which serde's rules need), and every ``{}``
+is the one empty tuple.  Standard library only.
 """
 
 from __future__ import annotations
@@ -43,11 +43,12 @@ _LONG_DIGIT_RUN = b"1" * 100
 _NUMBER_CHARS = bytes(i if chr(i) in "0123456789eE.+-" else 0x20 for i in range(256))
 # ``-0`` as an integer token: serde reads it as the float -0.0, which no usize field takes.
 _NEG_ZERO = re.compile(r"-0(?![.0-9eE])")
-# Every escape sequence, surrogates grouped the way serde pairs them.  A high surrogate
-# followed by its low one is 12 characters; a lone high one at the end of the escapes is 6
-# (serde: "unexpected end of hex escape"); a high one followed by another \u that is not a
-# low one is 7 (the trailing backslash is kept, serde: "lone leading surrogate"), and so is a
-# lone low one written as 6 characters; every other escape is 2.
+# Every escape sequence, with surrogates matched the way serde pairs them, so the length of
+# a match tells what it is: a high surrogate and its low one, 12 characters (fine); a high
+# one not followed by another \u escape, 6 (serde: "unexpected end of hex escape"); a high
+# one followed by a \u escape that is no low surrogate, 7 (the backslash of the next escape
+# is taken along; serde: "lone leading surrogate in hex escape"); a lone low one, 6 (the same
+# words); any other escape, 2.
 _ESCAPE = re.compile(
     r"\\(?:u[dD][89abAB][0-9a-fA-F]{2}(?:\\u[dD][c-fC-F][0-9a-fA-F]{2}|\\(?=u))?|u[dD][c-fC-F][0-9a-fA-F]{2}|.)"
 )
@@ -56,31 +57,6 @@ _F64_MAX = Decimal("1.7976931348623157e308")
 # serde's f64 arithmetic is within a few units in the last place of the true value: below
 # this band every token is finite for both, above it infinite for both; inside, emulate.
 _BAND_LOW, _BAND_HIGH = _F64_MAX * Decimal("0.99999999999999"), _F64_MAX * Decimal("1.00000000000001")
-
-
-class JsonObject(dict):  # type: ignore[type-arg]
-    """A JSON object that remembers duplicate keys and the values they replaced.
-
-    The class attributes are the common case, so most objects never set instance attributes.
-    """
-
-    duplicates: tuple[str, ...] | list[str] = ()
-    replaced: tuple[Any, ...] | list[Any] = ()
-
-
-def object_from_pairs(pairs: tuple[tuple[str, Any], ...]) -> JsonObject:
-    """The dict view of a parsed object (last value wins), with its duplicates recorded."""
-    obj = JsonObject(pairs)
-    if len(obj) != len(pairs):
-        seen: dict[str, Any] = {}
-        duplicates, replaced = [], []
-        for key, value in pairs:
-            if key in seen:
-                duplicates.append(key)
-                replaced.append(seen[key])
-            seen[key] = value
-        obj.duplicates, obj.replaced = duplicates, replaced
-    return obj
 
 
 class Unparsed:
@@ -223,18 +199,24 @@ def _reject_constant(name: str) -> Any:
 def reaches_depth(value: Any, depth: int) -> bool:
     """Whether ``value`` nests arrays/objects ``depth`` deep ([] is 1 deep, a scalar 0).
 
-    Level by level with C iterators, so each container costs a few C calls, not a Python
-    frame; it stops at ``depth`` levels.
+    Level by level with C iterators (a few passes over each level, no Python frame per
+    container).  Only non-empty containers have a next level, and ``filter(None, ...)``
+    drops the empty ones (and falsy scalars) first, so a million ``{}`` cost one pass.
     """
-    level = [value]
+    level: Any = [value]
     for d in range(1, depth + 1):
-        types = list(map(type, level))
-        lists = compress(level, map(is_, types, repeat(list)))
-        objects = list(compress(level, map(is_, types, repeat(tuple))))
-        if not objects and list not in types:
-            return False
         if d == depth:
-            return True
+            kinds = set(map(type, level))
+            return list in kinds or tuple in kinds
+        if d == 1 and type(value) is list:
+            level = value  # its items are the next level: no copy
+            continue
+        nonempty = list(filter(None, level))
+        if not nonempty:
+            return False  # at most empty containers here: d < depth
+        types = list(map(type, nonempty))
+        lists = compress(nonempty, map(is_, types, repeat(list)))
+        objects = compress(nonempty, map(is_, types, repeat(tuple)))
         level = list(chain(chain.from_iterable(lists), map(itemgetter(1), chain.from_iterable(objects))))
     return False  # depth 0: never reached
 
