@@ -25,6 +25,8 @@ from .json_compat import METADATA_KEY
 from .rules import N_LEN, U64_LIMIT
 
 _METADATA_PREFIX = '{"' + METADATA_KEY + '":'
+# Returned for a header whose __metadata__ is not first: json's fast path may take it.
+NOT_CANONICAL = object()
 _scan = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
 
 
@@ -81,8 +83,8 @@ def fast_header(text: str, n: int, file_size: int, entries_of: Callable[[str], A
             body = "{}" + text[end + 1 :]
         else:
             return None
-    if '"' + METADATA_KEY + '"' in body:  # a second one, or not first: the rules' case
-        return None
+    if '"' + METADATA_KEY + '"' in body:  # not first (or a second one)
+        return NOT_CANONICAL
     entries = entries_of(body)
     if entries is None:
         return None

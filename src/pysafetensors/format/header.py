@@ -19,7 +19,7 @@ from typing import Any, NamedTuple
 from . import _typed_header
 from ._gcpause import paused_gc
 from .dtypes import BY_CODE, DType
-from .json_compat import METADATA_KEY
+from .json_compat import METADATA_KEY, first_char
 from .rules import HEADER_CAP, N_LEN, U64_LIMIT, HeaderProblem, check, check_header, check_header_length
 
 __all__ = [
@@ -106,15 +106,18 @@ def parse_header(header: bytes | bytearray | memoryview, file_size: int) -> Head
         try:
             text = str(header, "utf-8")  # no copy of a bytearray/memoryview first
         except UnicodeDecodeError:
-            pass  # the rules report it
-        else:
-            typed = _typed_entries()
-            fast = None if typed is None else _typed_header.fast_header(text, n, file_size, typed, Header, TensorInfo)
-            if fast is None:
-                fast = _fast_header(text, n, file_size)
-            if fast is not None:
-                return fast
-        return _careful_header(header, file_size)
+            return _careful_header(header, file_size)  # the rules report it
+        if first_char(text)[0] != "{":
+            return _careful_header(header, file_size, text)  # no fast path takes anything else
+        typed = _typed_entries()
+        fast: Any = _typed_header.NOT_CANONICAL
+        if typed is not None:
+            fast = _typed_header.fast_header(text, n, file_size, typed, Header, TensorInfo)
+        if fast is _typed_header.NOT_CANONICAL:  # no msgspec, or __metadata__ not first: json's path
+            fast = _fast_header(text, n, file_size)
+        if isinstance(fast, Header):
+            return fast
+        return _careful_header(header, file_size, text)
 
 
 _TYPED: list[Callable[[str], Any] | None] = []  # msgspec's decoder, once looked for
@@ -128,9 +131,9 @@ def _typed_entries() -> Callable[[str], Any] | None:
     return _TYPED[0]
 
 
-def _careful_header(header: bytes | bytearray | memoryview, file_size: int) -> Header:
+def _careful_header(header: bytes | bytearray | memoryview, file_size: int, text: str | None = None) -> Header:
     """The rules alone: raise the first problem ``check_header`` yields, else the header."""
-    checks = check(header, file_size)
+    checks = check(header, file_size, text)
     while True:
         try:
             problem = next(checks)

@@ -43,6 +43,7 @@ _LONG_DIGIT_RUN = b"1" * 100
 _NUMBER_CHARS = bytes(i if chr(i) in "0123456789eE.+-" else 0x20 for i in range(256))
 # ``-0`` as an integer token: serde reads it as the float -0.0, which no usize field takes.
 _NEG_ZERO = re.compile(r"-0(?![.0-9eE])")
+_STRING_OR_NEG_ZERO = re.compile(r'("[^"\\]*(?:\\.[^"\\]*)*")|-0(?![.0-9eE])')
 # Every escape sequence, with surrogates matched the way serde pairs them, so the length of
 # a match tells what it is: a high surrogate and its low one, 12 characters (fine); a high
 # one not followed by another \u escape, 6 (serde: "unexpected end of hex escape"); a high
@@ -96,7 +97,7 @@ def text_problem(text: str, raw: bytes | bytearray) -> str | None:
             if len(first) == 7 or first[3] in "cdefCDEF":
                 return "lone leading surrogate in hex escape"
             return "unexpected end of hex escape"
-    if not any(p.search(text) for p in _BIG_EXPONENTS) and _LONG_DIGIT_RUN not in raw.translate(_DIGIT_MASK):
+    if not any(p.search(text) for p in _BIG_EXPONENTS) and not _has_long_digit_run(raw):
         return None
     skeleton = _STRING.sub('""', text).encode("ascii", "replace")
     for token in set(skeleton.translate(_NUMBER_CHARS).split()):
@@ -108,9 +109,27 @@ def text_problem(text: str, raw: bytes | bytearray) -> str | None:
     return None
 
 
-def has_int_minus_zero(text: str) -> bool:
-    """Whether ``-0`` appears as an integer token outside strings."""
-    return "-0" in text and _NEG_ZERO.search(_STRING.sub('""', text)) is not None
+def _has_long_digit_run(raw: bytes | bytearray) -> bool:
+    """Whether 100 digits follow each other anywhere (in 1 MiB slices: no copy of all of it)."""
+    step = 1 << 20
+    overlap = len(_LONG_DIGIT_RUN) - 1
+    return any(_LONG_DIGIT_RUN in raw[i : i + step + overlap].translate(_DIGIT_MASK) for i in range(0, len(raw), step))
+
+
+def serde_minus_zero(text: str) -> str:
+    """``text`` with each integer ``-0`` outside strings written ``-0.0``, the float serde reads.
+
+    json reads ``-0`` as the integer 0, which a usize field would take; serde reads the float
+    -0.0, which it would not.  Only strings and ``-0`` tokens match the pattern, so the cost
+    is one regex pass and a call per string, paid only by a text that has ``-0`` at all.
+    """
+    if "-0" not in text or _NEG_ZERO.search(text) is None:
+        return text
+    return _STRING_OR_NEG_ZERO.sub(_keep_string_or_float, text)
+
+
+def _keep_string_or_float(m: re.Match[str]) -> str:
+    return m.group(1) or "-0.0"
 
 
 # serde_json (without float_roundtrip) builds numbers as f64 from a u64 significand and a
@@ -221,18 +240,11 @@ def reaches_depth(value: Any, depth: int) -> bool:
     return False  # depth 0: never reached
 
 
-def _int_or_minus_zero(text: str) -> int | float:
-    return -0.0 if text == "-0" else int(text)
-
-
 class _Scanner:
     """The json module's C scanner with serde's number rules; objects as tuples of pairs."""
 
-    def __init__(self, minus_zero: bool) -> None:
-        # Only a text that spells -0 as an integer pays for a Python call per integer.
-        decoder = json.JSONDecoder(
-            object_pairs_hook=tuple, parse_constant=_reject_constant, parse_int=_int_or_minus_zero if minus_zero else int
-        )
+    def __init__(self) -> None:
+        decoder = json.JSONDecoder(object_pairs_hook=tuple, parse_constant=_reject_constant)
         self.scan_once = decoder.scan_once  # type: ignore[attr-defined]
         self.scanstring = decoder.parse_string  # type: ignore[attr-defined]
 
@@ -245,7 +257,8 @@ class _Scanner:
 
 def decode_scalar(text: str, pos: int) -> Any:
     """The value at ``pos`` when it is not an array or object (a bounded parse)."""
-    return _Scanner(has_int_minus_zero(text)).value(text, pos)[0]
+    text = serde_minus_zero(text[pos:])
+    return _Scanner().value(text, 0)[0]
 
 
 def _brackets(text: str, start: int, end: int) -> int:
@@ -263,7 +276,8 @@ def iter_members(text: str, start: int) -> Iterator[tuple[str, Any]]:
     string nor an object (the only valid dtypes).  If iteration goes on after one, the value
     is parsed and dropped, so a caller collecting every problem reaches the next member.
     """
-    scanner = _Scanner(has_int_minus_zero(text))
+    scanner = _Scanner()
+    text = serde_minus_zero(text)  # keeps every position before the first -0 (and so ``start``)
     ws = _WS.match
     pos = ws(text, start + 1).end()  # type: ignore[union-attr]
     if text[pos : pos + 1] == "}":

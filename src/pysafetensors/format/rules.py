@@ -10,6 +10,7 @@ tensors that could be placed), so one pass reports everything that is wrong.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Generator, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -42,6 +43,7 @@ HEADER_CAP = 100_000_000  # upstream's limit on the header length N
 N_LEN = 8  # the u64 little-endian length prefix
 U64_LIMIT = 1 << 64  # every size, offset and dimension is below this (a u64 / usize)
 _I64_MIN = -(1 << 63)
+_WS_BYTES = re.compile(rb"[ \t\n\r]*")
 _TENSOR_FIELDS = ("dtype", "shape", "data_offsets")
 _VARIANTS = ", ".join(f"`{c}`" for c in CODES)
 
@@ -100,24 +102,34 @@ def check_header(header: bytes | bytearray | memoryview, file_size: int) -> Iter
 
 
 def check(
-    header: bytes | bytearray | memoryview, file_size: int
+    header: bytes | bytearray | memoryview, file_size: int, text: str | None = None
 ) -> Generator[HeaderProblem, None, tuple[list[Entry], dict[str, str] | None]]:
-    """``check_header``, returning the tensors (sorted by offset) and the metadata at the end."""
+    """``check_header``, returning the tensors (sorted by offset) and the metadata at the end.
+
+    ``text`` is the header decoded, when the caller has it already.
+    """
     n = len(header)
-    try:
-        text = str(header, "utf-8")  # no copy of a bytearray/memoryview first
-    except UnicodeDecodeError as e:  # worded as Rust's Utf8Error (Python finds the same bytes)
-        if e.reason == "unexpected end of data":
-            what = f"incomplete utf-8 byte sequence from index {e.start}"
-        else:
-            what = f"invalid utf-8 sequence of {e.end - e.start} bytes from index {e.start}"
-        yield HeaderProblem("invalid_utf8", InvalidHeaderUtf8.make(f"invalid UTF-8 in header: {what}"))
-        text = str(header, "utf-8", "replace")  # the rest can still be checked
+    raw = header if isinstance(header, (bytes, bytearray)) else bytes(header)
+    at = _WS_BYTES.match(raw).end()  # type: ignore[union-attr]
+    if text is None and raw[at : at + 1] == b"[" and raw.isascii():
+        # An array at the top (valid UTF-8: it is ASCII), refused without decoding or reading it.
+        yield _json("invalid_json", "invalid type: sequence, expected struct HashMetadata")
+        return [], None
+    if text is None:
+        try:
+            text = str(raw, "utf-8")
+        except UnicodeDecodeError as e:  # worded as Rust's Utf8Error (Python finds the same bytes)
+            if e.reason == "unexpected end of data":
+                what = f"incomplete utf-8 byte sequence from index {e.start}"
+            else:
+                what = f"invalid utf-8 sequence of {e.end - e.start} bytes from index {e.start}"
+            yield HeaderProblem("invalid_utf8", InvalidHeaderUtf8.make(f"invalid UTF-8 in header: {what}"))
+            text = str(raw, "utf-8", "replace")  # the rest can still be checked
     opener, start = first_char(text)
     if opener == "[":  # refused before an array of any size is built
         yield _json("invalid_json", "invalid type: sequence, expected struct HashMetadata")
         return [], None
-    reason = text_problem(text, header if isinstance(header, (bytes, bytearray)) else bytes(header))
+    reason = text_problem(text, raw)
     if reason is not None:
         yield _json("invalid_json", reason)
         return [], None
