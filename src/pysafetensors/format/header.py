@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from math import prod
@@ -19,7 +20,7 @@ from typing import Any, NamedTuple
 from . import _typed_header
 from ._gcpause import paused_gc
 from .dtypes import BY_CODE, DType
-from .json_compat import METADATA_KEY, first_char
+from .json_compat import METADATA_KEY
 from .rules import HEADER_CAP, N_LEN, U64_LIMIT, HeaderProblem, check, check_header, check_header_length
 
 __all__ = [
@@ -103,12 +104,13 @@ def parse_header(header: bytes | bytearray | memoryview, file_size: int) -> Head
     # A big header allocates ~3 containers per tensor: generational GC passes over the
     # growing, cycle-free structure dominated parse time (2-3x), so pause it while parsing.
     with paused_gc():
+        at = _WS_BYTES.match(header).end()  # type: ignore[union-attr]
+        if header[at : at + 1] != b"{":
+            return _careful_header(header, file_size)  # not an object: no fast path, and no decoding
         try:
             text = str(header, "utf-8")  # no copy of a bytearray/memoryview first
         except UnicodeDecodeError:
             return _careful_header(header, file_size)  # the rules report it
-        if first_char(text)[0] != "{":
-            return _careful_header(header, file_size, text)  # no fast path takes anything else
         typed = _typed_entries()
         fast: Any = _typed_header.NOT_CANONICAL
         if typed is not None:
@@ -148,6 +150,7 @@ def _careful_header(header: bytes | bytearray | memoryview, file_size: int, text
 
 
 _ABSENT = object()
+_WS_BYTES = re.compile(rb"[ \t\n\r]*")
 
 
 def _fast_header(text: str, n: int, file_size: int) -> Header | None:
