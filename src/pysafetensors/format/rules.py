@@ -376,12 +376,13 @@ def _layout(entries: list[Entry], n: int, file_size: int) -> Iterator[HeaderProb
         if problem is not None:
             yield problem
     if expected + N_LEN + n != file_size:
-        what = "is missing bytes" if file_size < expected + N_LEN + n else \
-            f"has {file_size - expected - N_LEN - n} bytes after the last tensor"
+        want = expected + N_LEN + n
+        what = f"{want - file_size} bytes are missing" if file_size < want else \
+            f"{file_size - want} bytes follow the last tensor"
         yield HeaderProblem("size_mismatch_file", IncompleteBuffer.make(
             "incomplete metadata, file not fully covered",
-            f"tensors end at data offset {expected}, so the file should be {expected + N_LEN + n} "
-            f"bytes, but it is {file_size} ({what})",
+            f"tensors end at data offset {expected}, so the file should be {want} bytes, but it is "
+            f"{file_size}: {what}",
         ))
 
 
