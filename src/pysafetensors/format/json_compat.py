@@ -26,6 +26,7 @@ from typing import Any
 
 # serde_json refuses to nest arrays/objects 128 deep (the top-level object counts as 1).
 SERDE_DEPTH_LIMIT = 128
+U64_LIMIT = 1 << 64  # u64 (Rust's usize) holds what is below this: sizes, offsets, dims
 METADATA_KEY = "__metadata__"
 
 _WS = re.compile(r"[ \t\n\r]*")
@@ -135,7 +136,7 @@ def _keep_string_or_float(m: re.Match[str]) -> str:
 # serde_json (without float_roundtrip) builds numbers as f64 from a u64 significand and a
 # power of ten, and refuses any number whose value is infinite ("number out of range").
 _POW10 = [float(f"1e{i}") for i in range(309)]
-_U64_MAX = (1 << 64) - 1
+_U64_MAX = U64_LIMIT - 1
 _NUMBER = re.compile(r"(-?)(0|[1-9][0-9]*)(?:\.([0-9]+))?(?:[eE]([-+]?)([0-9]+))?")
 
 

@@ -31,6 +31,7 @@ from ..errors import (
 from .dtypes import BY_CODE, CODES, DType
 from .json_compat import (
     METADATA_KEY,
+    U64_LIMIT,
     Unparsed,
     decode_scalar,
     first_char,
@@ -41,7 +42,6 @@ from .json_compat import (
 
 HEADER_CAP = 100_000_000  # upstream's limit on the header length N
 N_LEN = 8  # the u64 little-endian length prefix
-U64_LIMIT = 1 << 64  # every size, offset and dimension is below this (a u64 / usize)
 _I64_MIN = -(1 << 63)
 _WS_BYTES = re.compile(rb"[ \t\n\r]*")
 _TENSOR_FIELDS = ("dtype", "shape", "data_offsets")
