@@ -24,6 +24,7 @@ a wrong length prefix.
 
 from __future__ import annotations
 
+import copy
 import os
 import random
 import re
@@ -56,6 +57,11 @@ _ODD_VALUES: list[Any] = [
     None, True, False, 0, 1, -1, 1.5, "", "x", [], {}, [1], {"a": "b"}, Raw("1e400"), Raw("-0"), Raw('"\\ud800"'),
     Raw("[" * 130 + "]" * 130), Raw("[" * 120 + "]" * 120), Obj([("k", 1), ("k", 2)]), Raw("1" * 320), Raw("NaN"),
 ]
+
+
+def _odd(rng: random.Random) -> Any:
+    """One of the odd values, as a fresh copy (a shared one could be mutated, even into itself)."""
+    return copy.deepcopy(rng.choice(_ODD_VALUES))
 
 
 def _entries(tree: Obj) -> list[tuple[int, str, Any]]:
@@ -106,13 +112,13 @@ def _mutate_duplicates(tree: Obj, rng: random.Random) -> None:
     if which == 0 and entries:  # a tensor name twice
         _, name, value = rng.choice(entries)
         other = rng.choice(entries)[2]
-        tree.pairs.insert(rng.randrange(len(tree.pairs) + 1), (name, rng.choice([value, other, rng.choice(_ODD_VALUES)])))
+        tree.pairs.insert(rng.randrange(len(tree.pairs) + 1), (name, rng.choice([value, other, _odd(rng)])))
     elif which == 1:  # a field twice
         found = _raw_entry(tree, rng)
         if found:
             entry = found[2]
             key = rng.choice(["dtype", "shape", "data_offsets"])
-            entry.pairs.insert(rng.randrange(len(entry.pairs) + 1), (key, rng.choice([entry.get(key), rng.choice(_ODD_VALUES)])))
+            entry.pairs.insert(rng.randrange(len(entry.pairs) + 1), (key, rng.choice([entry.get(key), _odd(rng)])))
     elif which == 2:  # __metadata__ twice
         tree.pairs.insert(rng.randrange(len(tree.pairs) + 1), ("__metadata__", rng.choice([None, Obj(), Obj([("k", "v")])])))
     else:  # a metadata key twice
@@ -124,7 +130,7 @@ def _mutate_duplicates(tree: Obj, rng: random.Random) -> None:
 
 def _mutate_metadata(tree: Obj, rng: random.Random) -> None:
     value = rng.choice([
-        None, Obj(), [], "s", 5, True, Obj([("k", rng.choice(_ODD_VALUES))]), Obj([("k", Obj([("a", "b")]))]),
+        None, Obj(), [], "s", 5, True, Obj([("k", _odd(rng))]), Obj([("k", Obj([("a", "b")]))]),
         Obj([("k", None)]), Obj([("format", "pt"), ("k", "")]), Raw('{"k":"\\ud800"}'), Raw('{"\\udc00":"v"}'),
     ])
     tree.set("__metadata__", value)
@@ -149,14 +155,14 @@ def _mutate_fields(tree: Obj, rng: random.Random) -> None:
     i, name, entry = found
     which = rng.randrange(4)
     if which == 0:
-        entry.pairs.insert(rng.randrange(len(entry.pairs) + 1), (rng.choice(["x", "", "__metadata__", "DTYPE"]), rng.choice(_ODD_VALUES)))
+        entry.pairs.insert(rng.randrange(len(entry.pairs) + 1), (rng.choice(["x", "", "__metadata__", "DTYPE"]), _odd(rng)))
     elif which == 1 and entry.pairs:
         del entry.pairs[rng.randrange(len(entry.pairs))]
     elif which == 2:  # the entry as an array of its fields (serde accepts exactly 3)
         fields = [entry.get("dtype"), entry.get("shape"), entry.get("data_offsets")]
         tree.pairs[i] = (name, rng.choice([fields, fields, fields[:2], fields + [0], fields[::-1], [1.5] + fields[1:]]))
     else:
-        tree.pairs[i] = (name, rng.choice(_ODD_VALUES))
+        tree.pairs[i] = (name, _odd(rng))
 
 
 def _mutate_offsets(tree: Obj, rng: random.Random) -> None:

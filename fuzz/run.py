@@ -23,6 +23,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import traceback
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -65,13 +66,18 @@ def worker(args: argparse.Namespace) -> int:
         progress.write_text(str(seed))
         shared: bytes | None = None
         for name in targets:
-            if name in INPUTS:
-                data = input_for(name, seed)
-            else:
-                shared = data = shared if shared is not None else input_for(name, seed)
             signal.alarm(args.hang_seconds)
             try:
-                report = classify(name, data, seed)
+                if name in INPUTS:
+                    data = input_for(name, seed)
+                else:
+                    shared = data = shared if shared is not None else input_for(name, seed)
+            except Exception:  # noqa: BLE001 - a broken generator is a bug too (of the fuzzer)
+                report, data = "in the input generator:\n" + traceback.format_exc(), b""
+            else:
+                report = None
+            try:
+                report = report or classify(name, data, seed)
             except Hang:
                 report = "Hang: input took longer than the hang limit\n"
             finally:
