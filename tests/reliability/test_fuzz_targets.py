@@ -268,3 +268,16 @@ def test_f4_last_dimension_of_2_63_fits_torch_once_halved() -> None:
     with safe_open(frame({"t": {"dtype": "F4", "shape": [2**63, 0], "data_offsets": [0, 0]}}), framework="pt") as f, \
             pytest.raises(UnsupportedShape):
         f.get_tensor("t")  # the first dimension does not halve
+
+
+def test_empty_torch_tensor_whose_strides_wrap_is_refused_not_built() -> None:
+    """Found by the long differential run (seed 45531069488): upstream's torch face returns an
+    empty [0, 5, 2**63 - 1] tensor with strides wrapped around int64 (torch.empty refuses the
+    shape); ours raises UnsupportedShape.  The differential target counts it as expected-better."""
+    pytest.importorskip("torch")
+    data = frame({"t": {"dtype": "F8_E4M3FNUZ", "shape": [0, 5, 2**63 - 1], "data_offsets": [0, 0]}})
+    with safe_open(data, framework="pt") as f, pytest.raises(UnsupportedShape, match="strides overflow"):
+        f.get_tensor("t")
+    from fuzz.differential import compare
+
+    assert compare(data) == "expected_better"
