@@ -31,7 +31,7 @@ class Raw(str):
 
 @dataclass
 class Obj:
-    """A JSON object as ordered pairs; duplicate keys allowed."""
+    """A JSON object as ordered pairs; duplicate keys allowed (a ``Raw`` key is emitted as is)."""
 
     pairs: list[tuple[str, Any]] = field(default_factory=list)
 
@@ -59,7 +59,8 @@ def emit(value: Any, ws: Callable[[], str] = lambda: "") -> str:
         return str(value)
     if isinstance(value, Obj):
         inner = ",".join(
-            f"{ws()}{json.dumps(k, ensure_ascii=False)}{ws()}:{ws()}{emit(v, ws)}{ws()}" for k, v in value.pairs
+            f"{ws()}{k if isinstance(k, Raw) else json.dumps(k, ensure_ascii=False)}{ws()}:{ws()}{emit(v, ws)}{ws()}"
+            for k, v in value.pairs
         )
         return "{" + (inner or ws()) + "}"
     if isinstance(value, dict):

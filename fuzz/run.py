@@ -13,6 +13,7 @@ inputs under ``--crash-dir``), 2 on a usage error.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import random
@@ -22,6 +23,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import traceback
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -40,14 +42,19 @@ def _alarm(signum: int, frame: object) -> None:
 
 
 def worker(args: argparse.Namespace) -> int:
-    from fuzz.gen import random_input
-    from fuzz.targets import TARGETS, classify
+    from fuzz.targets import DIFFERENTIAL_COUNTS, INPUTS, TARGETS, classify, input_for
 
     targets = [t for t in TARGETS if not t.startswith("_")] if args.target == "all" else args.target.split(",")
     unknown = [t for t in targets if t not in TARGETS]
     if unknown:
         print(f"unknown target(s) {unknown}; known: {sorted(TARGETS)}", file=sys.stderr)
         return 2
+    if "differential" in targets and importlib.util.find_spec("safetensors") is None:
+        if args.target != "all":
+            print("the differential target needs upstream safetensors (pip install safetensors==0.8.0)", file=sys.stderr)
+            return 2
+        print("fuzz: upstream safetensors is not installed: skipping the differential target", file=sys.stderr)
+        targets.remove("differential")
     signal.signal(signal.SIGALRM, _alarm)
     deadline = time.monotonic() + args.seconds
     crash_dir = Path(args.crash_dir)
@@ -57,11 +64,20 @@ def worker(args: argparse.Namespace) -> int:
     seed = args.seed
     while time.monotonic() < deadline and (args.count is None or done < args.count):
         progress.write_text(str(seed))
-        data = random_input(random.Random(seed))
+        shared: bytes | None = None
         for name in targets:
             signal.alarm(args.hang_seconds)
             try:
-                report = classify(name, data, seed)
+                if name in INPUTS:
+                    data = input_for(name, seed)
+                else:
+                    shared = data = shared if shared is not None else input_for(name, seed)
+            except Exception:  # noqa: BLE001 - a broken generator is a bug too (of the fuzzer)
+                report, data = "in the input generator:\n" + traceback.format_exc(), b""
+            else:
+                report = None
+            try:
+                report = report or classify(name, data, seed)
             except Hang:
                 report = "Hang: input took longer than the hang limit\n"
             finally:
@@ -77,7 +93,8 @@ def worker(args: argparse.Namespace) -> int:
                     print(f"BUG in target {name!r}, seed {seed}, input {data[:200]!r}\n{report}", file=sys.stderr)
         done += 1
         seed += 1
-    summary = {"inputs": done, "first_seed": args.seed, "last_seed": seed - 1, "bugs": failures}
+    summary = {"inputs": done, "first_seed": args.seed, "last_seed": seed - 1, "bugs": failures,
+               "differential": dict(DIFFERENTIAL_COUNTS)}
     print(json.dumps(summary))
     return 1 if failures else 0
 
@@ -109,6 +126,10 @@ def parent(args: argparse.Namespace) -> int:
                       f"{len(summary['bugs'])} distinct bug(s)")
                 for key, count in summary["bugs"].items():
                     print(f"  {count}x {key}")
+                if summary["differential"]:
+                    from fuzz.differential import summary as differential_summary
+
+                    print(f"fuzz: differential vs upstream: {differential_summary(summary['differential'])}")
                 status = max(status, proc.returncode)
                 break
             if proc.returncode >= 0:
@@ -131,7 +152,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seconds", type=float, default=60.0, help="time budget (default 60)")
     p.add_argument("--seed", type=int, default=None, help="first seed (default: random, printed)")
     p.add_argument("--count", type=int, default=None, help="stop after this many inputs")
-    p.add_argument("--target", default="all", help="all, or a comma list of: header, deserialize, open_bytes, open_file")
+    p.add_argument("--target", default="all",
+                   help="all, or a comma list of: header, deserialize, open_bytes, open_file, open_torch, faces, differential")
     p.add_argument("--hang-seconds", type=int, default=10)
     p.add_argument("--crash-dir", default=str(ROOT / "fuzz" / "crashes"))
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)

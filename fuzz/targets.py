@@ -20,7 +20,9 @@ import numpy as np
 from pysafetensors import SafetensorError, deserialize, safe_open
 from pysafetensors.format import parse_header, parse_header_length
 
-from .gen import random_index
+from .differential import COUNTS as DIFFERENTIAL_COUNTS
+from .differential import Disagreement, compare, differential_input
+from .gen import random_index, random_input
 
 ALLOWED = (SafetensorError, FileNotFoundError)
 
@@ -216,6 +218,21 @@ def target_gguf(data: bytes, rng: random.Random) -> None:
     run(data, rng)
 
 
+_SCRATCH = "/dev/shm" if os.path.isdir("/dev/shm") else None  # the temp files upstream opens by path
+
+
+def target_differential(data: bytes, rng: random.Random) -> None:
+    """Against upstream safetensors: the same verdict at safe_open and in deserialize, and the
+    same keys, metadata, dtypes, shapes and bytes wherever both accept (fuzz/differential.py).
+    Its inputs come from ``differential_input``; the categories are counted in
+    ``DIFFERENTIAL_COUNTS``."""
+    try:
+        compare(data, _SCRATCH)
+    except Disagreement as e:
+        DIFFERENTIAL_COUNTS["disagreements"] += 1
+        raise FuzzBug(str(e)) from None
+
+
 def _selftest_crash(data: bytes, rng: random.Random) -> None:
     """Kills its process, as a segfault in an extension would: checks the runner notices."""
     import signal
@@ -239,10 +256,20 @@ TARGETS: dict[str, Callable[[bytes, random.Random], None]] = {
     "open_torch": target_open_torch,
     "faces": target_faces,
     "gguf": target_gguf,
+    "differential": target_differential,
     # Names starting with "_" are not part of "all"; they test the runner itself.
     "_selftest_crash": _selftest_crash,
     "_selftest_hang": _selftest_hang,
 }
+
+
+# The input generator of each target (seeded by the input's seed); the others share random_input.
+INPUTS: dict[str, Callable[[random.Random], bytes]] = {"differential": differential_input}
+
+
+def input_for(name: str, seed: int) -> bytes:
+    """The input target ``name`` gets for ``seed`` (``--seed S --count 1`` replays it)."""
+    return INPUTS.get(name, random_input)(random.Random(seed))
 
 
 def classify(name: str, data: bytes, seed: int) -> str | None:

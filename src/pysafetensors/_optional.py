@@ -14,3 +14,11 @@ def require(module: str, extra: str) -> ModuleType:
         return importlib.import_module(module)
     except ImportError as e:
         raise MissingDependency(module, extra) from e
+
+
+def optional(module: str) -> ModuleType | None:
+    """Import ``module`` if it is installed, else None: for accelerators the library works without."""
+    try:
+        return importlib.import_module(module)
+    except ImportError:
+        return None

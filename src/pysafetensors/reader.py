@@ -25,7 +25,7 @@ from .errors import (
     UnsupportedShape,
 )
 from .format.dtypes import DType
-from .format.header import HEADER_CAP, N_LEN, Header, TensorInfo, parse_header, parse_header_length
+from .format.header import N_LEN, Header, TensorInfo, parse_header, parse_header_length
 from .format.slicing import SlicePlan
 from .io.protocols import Advisable, ByteSource, RangedReadable, ResidencyAware, ViewSource, capabilities
 
@@ -154,18 +154,26 @@ def parallel_read(source: ByteSource, offset: int, buf: memoryview, threads: int
             pass  # re-raises the first error
 
 
-def read_header(source: ByteSource) -> Header:
-    """Read and validate a header, never allocating more than min(cap, file size)."""
+def read_header_bytes(source: ByteSource) -> bytearray:
+    """The N header bytes, once the length prefix passed its rule (else its HeaderError).
+
+    Never allocates more than min(cap, file size).  The one way the header is read: the
+    reader parses what it returns, ``validate`` lists every problem in it.
+    """
     size = source.size
     prefix = bytearray(min(N_LEN, size))
     if size:
         source.read_into(0, memoryview(prefix))
-    n = parse_header_length(bytes(prefix), size)
-    assert n <= HEADER_CAP and n + N_LEN <= size
+    n = parse_header_length(prefix, size)
     buf = bytearray(n)
     if n:
         source.read_into(N_LEN, memoryview(buf))
-    return parse_header(buf, size)
+    return buf
+
+
+def read_header(source: ByteSource) -> Header:
+    """Read and validate a header, never allocating more than min(cap, file size)."""
+    return parse_header(read_header_bytes(source), source.size)
 
 
 class SafeFile:

@@ -54,6 +54,17 @@ CORPUS: dict[str, tuple[Any, bytes, set[str]]] = {
     "dup_meta": (b'{"__metadata__":{},"__metadata__":{}}', b"", {"duplicate_metadata"}),
     "many": ({"__metadata__": {"k": 2}, "a": _t("X", [1], 0, 4), "b": _t("F32", [2], 8, 12), "c": _t("F16", [3], 12, 16)},
              b"\0" * 20, {"invalid_metadata", "unknown_dtype", "hole", "size_mismatch", "size_mismatch_file"}),
+    # The dtype as a one-key map {"CODE": null}: serde's unit-variant form, accepted by the reader and upstream.
+    "ok_dtype_map": ({"a": {"dtype": {"F32": None}, "shape": [2], "data_offsets": [0, 8]}}, b"\0" * 8, set()),
+    "ok_dtype_map_list_form": ({"a": [{"I8": None}, [3], [0, 3]]}, b"\0" * 3, set()),
+    "dtype_map_not_unit": ({"a": {"dtype": {"F32": 1}, "shape": [2], "data_offsets": [0, 8]}}, b"\0" * 8,
+                           {"unknown_dtype"}),
+    "dtype_map_two_keys": ({"a": {"dtype": {"F32": None, "F16": None}, "shape": [2], "data_offsets": [0, 8]}},
+                           b"\0" * 8, {"unknown_dtype"}),
+    "dtype_map_unknown": ({"a": {"dtype": {"f32": None}, "shape": [2], "data_offsets": [0, 8]}}, b"\0" * 8,
+                          {"unknown_dtype"}),
+    # A dimension past u64 in a zero-element tensor (the hardening issue's example).
+    "dim_past_u64": ({"t": _t("I16", [4, 0, 2**64], 0, 0)}, b"", {"invalid_shape"}),
 }
 
 
@@ -94,6 +105,21 @@ def test_agrees_with_upstream(tmp_path: Path, name: str) -> None:
     except Exception:  # noqa: BLE001 - any rejection counts
         upstream_ok = False
     assert compute_validate(str(path)).valid == upstream_ok
+
+
+@pytest.mark.parametrize("name", sorted(CORPUS))
+def test_first_problem_is_the_readers_error(tmp_path: Path, name: str) -> None:
+    """One rule set: validate lists, in order, what parse_header raises first."""
+    path = _make(tmp_path, name)
+    r = compute_validate(str(path))
+    raw = path.read_bytes()
+    n = int.from_bytes(raw[:8], "little")
+    try:
+        parse_header(raw[8 : 8 + n], len(raw))
+    except SafetensorError as e:
+        assert str(e).endswith(r.problems[0].message) and r.problems[0].code == e.code  # type: ignore[attr-defined]
+    else:
+        assert not r.problems
 
 
 def test_reports_every_problem_with_context(tmp_path: Path) -> None:

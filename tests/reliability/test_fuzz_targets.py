@@ -251,3 +251,33 @@ def test_torch_get_slice_never_hands_torch_an_out_of_range_multi_ellipsis_index(
         for index in [(Ellipsis, 0, Ellipsis), (Ellipsis, Ellipsis), (None, Ellipsis, 1, Ellipsis),
                       (Ellipsis, True, Ellipsis), (Ellipsis, None, 2, Ellipsis), (1, Ellipsis, -1, Ellipsis)]:
             assert torch.equal(f.get_slice("u")[index], full[index]), index
+
+
+def test_f4_last_dimension_of_2_63_fits_torch_once_halved() -> None:
+    """Found by the differential target (seed 158099651964): an empty F4 tensor whose last
+    dimension is 2**63 is a float4_e2m1fn_x2 tensor of last dimension 2**62 in torch, which
+    upstream gives; ours refused it, checking the file's shape instead of torch's."""
+    torch = pytest.importorskip("torch")
+    data = frame({"t": {"dtype": "F4", "shape": [0] * 65 + [2**63], "data_offsets": [0, 0]}})
+    with safe_open(data, framework="pt") as f:
+        t = f.get_tensor("t")
+    assert t.dtype == torch.float4_e2m1fn_x2 and t.shape == torch.Size([0] * 65 + [2**62])
+    from fuzz.differential import compare
+
+    assert compare(data) in ("both_accept", "ours_extends", "expected_better")
+    with safe_open(frame({"t": {"dtype": "F4", "shape": [2**63, 0], "data_offsets": [0, 0]}}), framework="pt") as f, \
+            pytest.raises(UnsupportedShape):
+        f.get_tensor("t")  # the first dimension does not halve
+
+
+def test_empty_torch_tensor_whose_strides_wrap_is_refused_not_built() -> None:
+    """Found by the long differential run (seed 45531069488): upstream's torch face returns an
+    empty [0, 5, 2**63 - 1] tensor with strides wrapped around int64 (torch.empty refuses the
+    shape); ours raises UnsupportedShape.  The differential target counts it as expected-better."""
+    pytest.importorskip("torch")
+    data = frame({"t": {"dtype": "F8_E4M3FNUZ", "shape": [0, 5, 2**63 - 1], "data_offsets": [0, 0]}})
+    with safe_open(data, framework="pt") as f, pytest.raises(UnsupportedShape, match="strides overflow"):
+        f.get_tensor("t")
+    from fuzz.differential import compare
+
+    assert compare(data) == "expected_better"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import struct
+import sys
 import tracemalloc
 from typing import Any
 
@@ -16,7 +17,7 @@ from pysafetensors.errors import (
     InvalidHeaderLength,
     ValidationOverflow,
 )
-from pysafetensors.format import HEADER_CAP
+from pysafetensors.format import HEADER_CAP, parse_header
 from pysafetensors.reader import SafeFile
 
 
@@ -132,11 +133,18 @@ def test_shapes_whose_size_overflows_are_rejected(shape: list[int]) -> None:
 
 
 def test_deep_nesting_is_rejected_without_recursion_error() -> None:
-    """1,000,000 nested arrays (Python's json would hit RecursionError, serde its 128 limit)."""
-    h = b"[" * 1_000_000 + b"]" * 1_000_000
-    data = struct.pack("<Q", len(h)) + h
+    """1,000,000 nested arrays under a tensor (Python's json would hit RecursionError, serde its
+    128 limit); at the top level the array is refused before it is read, as upstream does."""
+    deep = b"[" * 1_000_000 + b"]" * 1_000_000
+    h = b'{"a":{"dtype":"U8","shape":[1],"data_offsets":[0,1],"x":' + deep + b"}}"
     with pytest.raises(InvalidHeaderJson, match="recursion limit"):
-        safe_open(data, framework="np")
+        safe_open(struct.pack("<Q", len(h)) + h + b"\0", framework="np")
+    h = b'{"a":' + deep + b"}"  # an entry that is an array of arrays: refused at its first item
+    with pytest.raises(InvalidHeaderJson):
+        safe_open(struct.pack("<Q", len(h)) + h, framework="np")
+    h = b"[" * 1_000_000 + b"]" * 1_000_000
+    with pytest.raises(InvalidHeaderJson, match="invalid type: sequence, expected struct HashMetadata"):
+        safe_open(struct.pack("<Q", len(h)) + h, framework="np")
 
 
 def test_huge_element_count_in_a_zero_size_tensor_slices_without_work() -> None:
@@ -151,3 +159,74 @@ def test_errors_carry_context() -> None:
     with pytest.raises(SafetensorError) as info:
         safe_open(struct.pack("<Q", HEADER_CAP + 1) + b"{}", framework="np")
     assert "100000001" in str(info.value) and "header too large" in str(info.value)
+
+
+# --- crafted headers: wrong shapes are refused before they are built, and the parser's work
+# --- does not grow with the number of JSON values (no Python call per value)
+
+_N = 300_000  # values per crafted array (about 1 MB of header)
+_T = '"dtype":"U8","shape":[1],"data_offsets":[0,1]'
+
+
+def _array(item: str) -> str:
+    return "[" + ",".join([item] * _N) + "]"
+
+
+@pytest.mark.parametrize(
+    ("text", "reason"),
+    [
+        (_array("{}"), "invalid type: sequence, expected struct HashMetadata"),
+        (_array("1.5"), "invalid type: sequence, expected struct HashMetadata"),
+        ('{"a":' + _array("1.5") + "}", "invalid type: floating point `1.5`, expected string or map"),
+        ('{"a":' + _array("[]") + "}", "invalid type: sequence, expected string or map"),
+        ('{"__metadata__":' + _array("{}") + "}", "invalid type: sequence, expected a map"),
+    ],
+    ids=["top-level-objects", "top-level-floats", "entry-of-floats", "entry-of-arrays", "metadata-array"],
+)
+def test_wrong_shapes_are_refused_before_they_are_built(text: str, reason: str) -> None:
+    """A header that is an array, or a tensor entry / metadata that is an array the format
+    cannot take, is refused from its first item: peak memory stays a small multiple of the
+    header itself (building the array took 10-30x, and seconds)."""
+    h = text.encode()
+    with pytest.raises(InvalidHeaderJson) as info:
+        parse_header(h, len(h) + 8)
+    assert info.value.reason == f"invalid JSON in header: {reason}"  # type: ignore[attr-defined]
+    peak = _peak(lambda: pytest.raises(InvalidHeaderJson, parse_header, h, len(h) + 8))
+    assert peak < 4 * len(h), f"peak {peak} bytes for a {len(h)}-byte header"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"a":{' + _T + ',"x":' + _array("{}") + "}}",
+        '{"a":{' + _T + ',"x":' + _array("1.5") + "}}",
+        '{"a":{' + _T + ',"x":' + _array("[]") + "}}",
+        '{"a":{' + _T + ',"x":' + _array('"s"') + "}}",
+        '{"a":{' + _T + ',"x":[-0,' + ",".join(["1"] * _N) + "]}}",
+        '{"a":{' + _T + ',"x":[1e250,' + ",".join(["2.5e-3"] * _N) + "]}}",
+        '{"a":' + _array("{}") + "}",
+    ],
+    ids=["ignored-objects", "ignored-floats", "ignored-arrays", "ignored-strings", "ignored-ints-and-minus-zero",
+         "ignored-big-and-small-floats", "entry-of-objects"],
+)
+def test_parser_work_does_not_grow_with_the_number_of_values(text: str) -> None:
+    """Arrays in ignored fields (upstream accepts them) are read by json's C scanner: the
+    Python functions called while parsing stay a handful, however many values there are
+    (a hook per value made a 100 MB header take 20-40 s).  Counted, not timed."""
+    h = text.encode()
+    size = len(h) + 8 + (1 if '"x"' in text else 0)
+    calls = 0
+
+    def count(frame: Any, event: str, arg: Any) -> None:
+        nonlocal calls
+        calls += event == "call"
+
+    sys.setprofile(count)
+    try:
+        try:
+            parse_header(h, size)
+        except InvalidHeaderJson:
+            pass
+    finally:
+        sys.setprofile(None)
+    assert calls < 200, calls

@@ -118,8 +118,8 @@ def _torch_shape(raw_dtype: DType, shape: tuple[int, ...], name: str) -> tuple[i
 
 def to_torch(raw: RawTensor) -> Any:
     tdt = torch_dtype(raw.dtype)
-    check_representable(raw.name, raw.shape)
     shape = _torch_shape(raw.dtype, raw.shape, raw.name)
+    check_representable(raw.name, shape)  # torch's shape: an F4 last dim of 2**63 halves to fit
     if len(raw.data) == 0:
         if _extent(shape[1:]) > _INT64_MAX:
             # torch's contiguous strides are products of max(dim, 1) of the later dims.

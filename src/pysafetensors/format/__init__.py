@@ -10,12 +10,14 @@ from .header import (
     parse_header_length,
 )
 from .layout import LayoutEntry, WriteLayout, plan_layout
+from .rules import HeaderProblem, check_header, check_header_length
 from .slicing import SlicePlan, plan_slice
 
 __all__ = [
     "HEADER_CAP",
     "DType",
     "Header",
+    "HeaderProblem",
     "LayoutEntry",
     "SlicePlan",
     "TensorInfo",
@@ -23,6 +25,8 @@ __all__ = [
     "all_dtypes",
     "by_code",
     "by_spec_name",
+    "check_header",
+    "check_header_length",
     "encode_header",
     "parse_header",
     "parse_header_length",

@@ -1,37 +1,42 @@
-"""Parse and encode the safetensors header; every format rule lives here.
+"""Parse and encode the safetensors header.
 
-The rules and the order they are checked in follow upstream safetensors 0.8.0 (serde_json
-plus ``Metadata::validate``), so a file is accepted here exactly when upstream accepts it.
+The rules themselves live in ``rules.py`` (one generator of problems, in upstream's order):
+``parse_header`` raises the first problem it yields.  Well-formed headers take a fast path
+first, a private optimisation that accepts only what the rules accept and hands anything
+unusual to them (tests/format/test_fast_path.py checks the two on the corpus and the
+fuzzers' inputs).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+import os
+import re
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from math import prod
 from typing import Any, NamedTuple
 
-from ..errors import (
-    HeaderTooLarge,
-    HeaderTooSmall,
-    IncompleteBuffer,
-    InvalidHeaderJson,
-    InvalidHeaderLength,
-    InvalidHeaderUtf8,
-    InvalidOffset,
-    MisalignedSubByte,
-    TensorSizeMismatch,
-    ValidationOverflow,
-)
+from . import _typed_header
 from ._gcpause import paused_gc
-from .dtypes import BY_CODE, CODES, DType
-from .json_compat import SURROGATE_ESCAPE, JsonObject, decode_header_json, has_lone_surrogate
+from .dtypes import BY_CODE, DType
+from .json_compat import METADATA_KEY
+from .rules import HEADER_CAP, N_LEN, U64_LIMIT, HeaderProblem, check, check_header, check_header_length
 
-HEADER_CAP = 100_000_000
-N_LEN = 8
-_U64 = 1 << 64
-METADATA_KEY = "__metadata__"
+__all__ = [
+    "HEADER_CAP",
+    "METADATA_KEY",
+    "N_LEN",
+    "U64_LIMIT",
+    "Header",
+    "HeaderProblem",
+    "TensorInfo",
+    "check_header",
+    "check_header_length",
+    "encode_header",
+    "parse_header",
+    "parse_header_length",
+]
 
 
 class TensorInfo(NamedTuple):
@@ -80,185 +85,99 @@ class Header:
 # --- parsing ------------------------------------------------------------------------------
 
 
-def parse_header_length(prefix: bytes, file_size: int) -> int:
+def parse_header_length(prefix: bytes | bytearray | memoryview, file_size: int) -> int:
     """Validate the 8-byte length prefix against the file size and return N."""
-    if file_size < N_LEN or len(prefix) < N_LEN:
-        raise HeaderTooSmall.make(
-            "header too small", f"file is {file_size} bytes, the length prefix alone needs 8"
-        )
-    n = int.from_bytes(prefix[:N_LEN], "little")
-    if n > HEADER_CAP:
-        raise HeaderTooLarge.make(
-            "header too large", f"declared {n} bytes, the cap is {HEADER_CAP}", header_size=n
-        )
-    if n + N_LEN > file_size:
-        raise InvalidHeaderLength.make(
-            "invalid header length",
-            f"header declares {n} bytes, needing {n + N_LEN}, but the file has {file_size}",
-            header_size=n,
-        )
-    return n
-
-
-def _json_error(msg: str) -> InvalidHeaderJson:
-    return InvalidHeaderJson.make(f"invalid JSON in header: {msg}")  # type: ignore[return-value]
-
-
-def _unexpected(value: Any) -> str:
-    """A JSON value described the way serde_json's error messages describe it."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return f"boolean `{str(value).lower()}`"
-    if isinstance(value, int):
-        return f"integer `{value}`"
-    if isinstance(value, float):
-        return f"floating point `{value!r}`"
-    if isinstance(value, str):
-        return f"string {json.dumps(value, ensure_ascii=False)}"
-    return "sequence" if isinstance(value, list) else "map"
-
-
-def _usize(value: Any, what: str, name: str) -> int:
-    if isinstance(value, int) and not isinstance(value, bool) and value >= _U64:
-        value = float(value)  # serde_json reads integers past u64 as floats
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise _json_error(f"invalid type: {_unexpected(value)}, expected usize (tensor `{name}`, {what})")
-    if value < 0:
-        raise _json_error(f"invalid value: integer `{value}`, expected usize (tensor `{name}`, {what})")
-    return value
-
-
-def _tensor_entry(name: str, raw: Any) -> tuple[DType, tuple[int, ...], int, int]:
-    if isinstance(raw, list):  # serde accepts a struct as a sequence of its fields
-        if len(raw) != 3:
-            raise _json_error(f"invalid length {len(raw)}, expected struct TensorInfo with 3 elements (tensor `{name}`)")
-        fields = {"dtype": raw[0], "shape": raw[1], "data_offsets": raw[2]}
-    elif isinstance(raw, dict):
-        dup = next((k for k in getattr(raw, "duplicates", ()) if k in ("dtype", "shape", "data_offsets")), None)
-        if dup:
-            raise _json_error(f"duplicate field `{dup}` (tensor `{name}`)")
-        fields = raw
-    else:
-        raise _json_error(f"invalid type: {_unexpected(raw)}, expected struct TensorInfo (tensor `{name}`)")
-    for field in ("dtype", "shape", "data_offsets"):
-        if field not in fields:
-            raise _json_error(f"missing field `{field}` (tensor `{name}`)")
-    code = fields["dtype"]
-    if isinstance(code, JsonObject) and len(code) == 1 and not code.duplicates:
-        # serde accepts a unit enum variant written as a single-key map: {"F32": null}.
-        variant, unit = next(iter(code.items()))
-        if unit is not None:
-            raise _json_error(f"invalid type: {unit!r}, expected unit (tensor `{name}`, dtype)")
-        code = variant
-    elif not isinstance(code, (str, dict)):
-        raise _json_error(f"invalid type: {_unexpected(code)}, expected string or map (tensor `{name}`)")
-    dtype = BY_CODE.get(code) if isinstance(code, str) else None
-    if dtype is None:
-        raise _json_error(
-            f"unknown variant `{code}`, expected one of {', '.join(f'`{c}`' for c in CODES)} (tensor `{name}`)"
-        )
-    shape_raw = fields["shape"]
-    if not isinstance(shape_raw, list):
-        raise _json_error(f"invalid type: {_unexpected(shape_raw)}, expected a sequence (tensor `{name}`, shape)")
-    shape = tuple(_usize(d, "shape", name) for d in shape_raw)
-    offsets = fields["data_offsets"]
-    if not isinstance(offsets, list):
-        raise _json_error(f"invalid type: {_unexpected(offsets)}, expected a sequence (tensor `{name}`, data_offsets)")
-    if len(offsets) != 2:
-        raise _json_error(f"invalid length {len(offsets)}, expected 2 elements in sequence (tensor `{name}`, data_offsets)")
-    begin = _usize(offsets[0], "data_offsets", name)
-    end = _usize(offsets[1], "data_offsets", name)
-    return dtype, shape, begin, end
-
-
-def _check_str(value: Any, where: str) -> str:
-    if not isinstance(value, str):
-        raise _json_error(f"invalid type: {_unexpected(value)}, expected a string ({where})")
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        raise _json_error(f"lone surrogate in hex escape ({where})") from None
-    return value
+    problem = check_header_length(prefix, file_size)
+    if problem is not None:
+        raise problem.error
+    return int.from_bytes(prefix[:N_LEN], "little")
 
 
 def parse_header(header: bytes | bytearray | memoryview, file_size: int) -> Header:
-    """Parse and validate the N header bytes of a file of ``file_size`` bytes."""
+    """Parse and validate the N header bytes of a file of ``file_size`` bytes.
+
+    Raises the first problem ``check_header`` finds (upstream's error, with context).  A
+    well-formed header takes a fast path first: msgspec's typed decoding when the ``fast``
+    extra is installed, else json's; either accepts only what the rules accept.
+    """
     n = len(header)
-    try:
-        text = str(header, "utf-8")  # no copy of a bytearray/memoryview first
-    except UnicodeDecodeError as e:
-        raise InvalidHeaderUtf8.make(
-            f"invalid UTF-8 in header: invalid utf-8 sequence of 1 bytes from index {e.start}"
-        ) from None
     # A big header allocates ~3 containers per tensor: generational GC passes over the
     # growing, cycle-free structure dominated parse time (2-3x), so pause it while parsing.
     with paused_gc():
-        return _fast_header(text, n, file_size) or _careful_header(text, n, file_size)
+        at = _WS_BYTES.match(header).end()  # type: ignore[union-attr]
+        if header[at : at + 1] != b"{":
+            return _careful_header(header, file_size)  # not an object: no fast path, and no decoding
+        try:
+            text = str(header, "utf-8")  # no copy of a bytearray/memoryview first
+        except UnicodeDecodeError:
+            return _careful_header(header, file_size)  # the rules report it
+        typed = _typed_entries()
+        fast: Any = _typed_header.NOT_CANONICAL
+        if typed is not None:
+            fast = _typed_header.fast_header(text, n, file_size, typed, Header, TensorInfo)
+        if fast is _typed_header.NOT_CANONICAL:  # no msgspec, or __metadata__ not first: json's path
+            fast = _fast_header(text, n, file_size)
+        if isinstance(fast, Header):
+            return fast
+        return _careful_header(header, file_size, text)
 
 
-def _careful_header(text: str, n: int, file_size: int) -> Header:
-    """Hooked parse that reproduces upstream's error for every malformed header."""
-    try:
-        raw = decode_header_json(text)
-    except RecursionError:
-        raise _json_error("recursion limit exceeded") from None
-    except ValueError as e:
-        raise _json_error(str(e)) from None
-    if not isinstance(raw, JsonObject):
-        raise _json_error(f"invalid type: {_unexpected(raw)}, expected struct HashMetadata")
-    if METADATA_KEY in raw.duplicates:
-        raise _json_error(f"duplicate field `{METADATA_KEY}`")
-    # serde_json rejects a lone surrogate anywhere, even in fields it then ignores.
-    if SURROGATE_ESCAPE.search(text) and has_lone_surrogate(raw):
-        raise _json_error("lone leading surrogate in hex escape")
-    # A duplicate tensor name keeps its last entry (as serde's HashMap does), but serde still
-    # deserializes the entries it replaces, so they must be well formed too.
-    for name, replaced in zip(raw.duplicates, raw.replaced):
-        _tensor_entry(name, replaced)
+_TYPED: list[Callable[[str], Any] | None] = []  # msgspec's decoder, once looked for
 
-    metadata: dict[str, str] | None = None
-    entries: list[tuple[int, int, int, str, DType, tuple[int, ...]]] = []
-    for position, (name, value) in enumerate(raw.items()):
-        _check_str(name, "tensor name")
-        if name == METADATA_KEY:
-            if value is None:
-                continue
-            if not isinstance(value, dict):
-                raise _json_error(f"invalid type: {_unexpected(value)}, expected a map ({METADATA_KEY})")
-            metadata = {
-                _check_str(k, f"{METADATA_KEY} key"): _check_str(v, f"{METADATA_KEY}[{k!r}]")
-                for k, v in value.items()
-            }
-            for k, v in zip(getattr(value, "duplicates", ()), getattr(value, "replaced", ())):
-                _check_str(v, f"{METADATA_KEY}[{k!r}]")
-            continue
-        dtype, shape, begin, end = _tensor_entry(name, value)
-        entries.append((begin, end, position, name, dtype, shape))
-    return _validate(entries, metadata, n, file_size)
+
+def _typed_entries() -> Callable[[str], Any] | None:
+    """msgspec's entry decoder when the ``fast`` extra is installed (and not turned off)."""
+    if not _TYPED:
+        off = os.environ.get("PYSAFETENSORS_JSON") == "stdlib"  # e.g. to measure the stdlib path
+        _TYPED.append(None if off else _typed_header.decoder())
+    return _TYPED[0]
+
+
+def _careful_header(header: bytes | bytearray | memoryview, file_size: int, text: str | None = None) -> Header:
+    """The rules alone: raise the first problem ``check_header`` yields, else the header."""
+    checks = check(header, file_size, text)
+    while True:
+        try:
+            problem = next(checks)
+        except StopIteration as done:
+            entries, metadata = done.value
+            break
+        if not problem.warning:
+            checks.close()
+            raise problem.error
+    tensors = tuple(TensorInfo(name, dtype, shape, begin, end) for begin, end, _, name, dtype, shape in entries)
+    return Header(tensors, metadata, len(header))
 
 
 _ABSENT = object()
-_Entry = tuple[int, int, int, str, DType, tuple[int, ...]]
+_WS_BYTES = re.compile(rb"[ \t\n\r]*")
 
 
 def _fast_header(text: str, n: int, file_size: int) -> Header | None:
     """The common, well-formed header: json's C scanner, no hooks, one tight loop.
 
-    Returns None whenever anything is unusual (possible duplicate keys, ``-0``, NaN, escaped
-    surrogates, a non-dict entry, a wrong type, entries not in offset order, any size or
-    offset mismatch); the careful path then re-parses and reports the exact error.  The
-    hooks cost ~5 Python calls per tensor, which dominated opening 100,000-tensor files.
+    Returns None whenever anything is unusual; the rules then decide (and report the exact
+    error).  It accepts only headers that are exactly: an object holding an optional
+    ``__metadata__`` (null, or an object of strings) and tensor entries that are objects of
+    exactly the three fields, written in file order with contiguous offsets.  One loop, not
+    a pass per check over columns built with map(): each such pass allocates a list as long
+    as the header has tensors, which costs more than the loop's per-tensor bytecode.
     """
-    # Each scan of an 8 MB header costs ~5 ms (single characters, ~0.3 ms), so only what the
-    # structure checks below cannot see is looked for in the text: ``-0`` (json gives 0),
-    # escaped surrogates, and bools (ints to Python, not to serde; a header spelling one
-    # anywhere, even in a name, takes the careful path).  NaN and Infinity need no scan: a
-    # float fails every type check below.
+    # What json reads differently from serde, found in the text: ``-0`` (json gives 0),
+    # ``\\u`` escapes (lone surrogates; a colon written as an escape would also fool the
+    # duplicate count below) and booleans (ints to Python's sum(); a header spelling one
+    # anywhere, even in a name, takes the rules' path).  NaN, floats and huge numbers need
+    # no scan: they fail the type and range checks below.
     may_be_negative = "-" in text
-    if (may_be_negative and "-0" in text) or ("\\" in text and "\\u" in text):
+    if (may_be_negative and "-0" in text) or ("\\" in text and "\\u" in text) or "true" in text or "false" in text:
         return None
-    if "true" in text or "false" in text:
+    # Bound the work before json builds anything: a header of this shape has one object per
+    # tensor (+1, +1 with metadata) and two arrays per tensor.  Any other count (a top-level
+    # array of a million objects, brackets inside names) goes to the rules, which refuse
+    # wrong shapes before building them.
+    arrays = text.count("[")
+    objects = text.count("{")
+    if arrays & 1 or not 0 <= objects - 1 - (arrays >> 1) <= 1:
         return None
     try:
         raw = json.loads(text)
@@ -270,7 +189,7 @@ def _fast_header(text: str, n: int, file_size: int) -> Header | None:
     value = raw.pop(METADATA_KEY, _ABSENT)  # raw is ours: no copy of 100,000 pairs
     has_metadata_key = value is not _ABSENT
     if has_metadata_key and value is not None:
-        if type(value) is not dict or not all(type(v) is str for v in value.values()):
+        if type(value) is not dict or not set(map(type, value.values())) <= {str}:
             return None
         metadata = value
     tensors: list[TensorInfo] = []
@@ -280,8 +199,8 @@ def _fast_header(text: str, n: int, file_size: int) -> Header | None:
     expected = 0
     try:
         for name, value in raw.items():
-            # Exactly the three fields: extra fields may hold what serde rejects (deep
-            # nesting, out-of-range numbers), which only the careful path checks.
+            # Exactly the three fields: an extra one may hold what serde rejects (deep
+            # nesting, out-of-range numbers), which only the rules check.
             if type(value) is not dict or len(value) != 3:
                 return None
             shape = value["shape"]  # a missing field: KeyError, below
@@ -290,26 +209,28 @@ def _fast_header(text: str, n: int, file_size: int) -> Header | None:
             if dtype is None or type(shape) is not list or begin != expected or type(begin) is not int or type(end) is not int:
                 return None
             if shape:
-                # sum() raises on str/list/dict/None dims and is a float if any dim is one
-                # (bools were excluded above), all in C: only exact ints reach math.prod (a
-                # str would make prod repeat it).  More than 64 dims (never seen) could make
-                # the product a huge int: the careful path stops early instead.  Negative
-                # dims are only possible where the text has a "-".
+                # sum() raises on str/list/dict/None dims and is a float if any dim is one,
+                # all in C, so only numbers reach math.prod (a str would make prod repeat
+                # it); booleans sum as ints, so a text spelling true/false anywhere was sent
+                # to the rules above.  More than 64 dims (never seen) could make the product
+                # a huge int: the rules stop early instead.  Negative dims are only possible
+                # where the text has a "-".
                 if type(sum(shape)) is not int or len(shape) > 64 or (may_be_negative and min(shape) < 0):
                     return None
                 nelements = prod(shape)
-                # A zero product may hide an overflowing product of the dims before the
-                # first 0, which upstream rejects: leave those to the careful path.
-                if nelements == 0 and prod(shape[: shape.index(0)]) >= _U64:
+                # A zero product hides its dims from the size check: every dim must still be
+                # a u64, and the product of the dims before the first 0 must not overflow
+                # (upstream multiplies in that order).  Rare: left to the rules.
+                if nelements == 0 and (max(shape) >= U64_LIMIT or prod(shape[: shape.index(0)]) >= U64_LIMIT):
                     return None
                 nbits = nelements * dtype.bits
             else:
                 nbits = dtype.bits
-            if nbits >= _U64 or nbits & 7 or end - begin != nbits >> 3 or end >= _U64:
+            if nbits >= U64_LIMIT or nbits & 7 or end - begin != nbits >> 3 or end >= U64_LIMIT:
                 return None
             expected = end
             append(make(TensorInfo, (name, dtype, tuple(shape), begin, end)))
-    except (KeyError, TypeError, ValueError):
+    except (KeyError, TypeError, ValueError, OverflowError):  # OverflowError: sum() of a huge int and a float
         return None
     if expected + N_LEN + n != file_size:
         return None
@@ -317,69 +238,14 @@ def _fast_header(text: str, n: int, file_size: int) -> Header | None:
     # after json.loads but each adds a member, and every member has exactly one colon
     # outside strings.  Count the colons the kept members account for (one each, plus any
     # inside names and metadata strings; codes and numbers have none): a mismatch means a
-    # member was replaced, and the careful path reports what serde would.
+    # member was replaced, and the rules report what serde would.
     members = len(raw) + has_metadata_key + 3 * len(tensors) + (len(metadata) if metadata else 0)
-    in_strings = "".join(raw).count(":")  # every key: the names (and "__metadata__")
+    in_strings = "".join(raw).count(":")  # every tensor name
     if metadata:
-        in_strings += sum(k.count(":") + v.count(":") for k, v in metadata.items())
+        in_strings += "".join(metadata).count(":") + "".join(metadata.values()).count(":")
     if text.count(":") != members + in_strings:
         return None
     return Header(tuple(tensors), metadata, n)
-
-
-def _validate(entries: list[_Entry], metadata: dict[str, str] | None, n: int, file_size: int) -> Header:
-    """Offsets contiguous from 0, sizes matching shape x dtype, file exactly covered."""
-    entries.sort(key=lambda e: (e[0], e[1], e[2]))
-    tensors = []
-    expected = 0
-    for begin, end, _, name, dtype, shape in entries:
-        if begin != expected or end < begin:
-            raise InvalidOffset.make(
-                f"invalid offset for tensor `{name}`",
-                f"data_offsets [{begin}, {end}], expected to begin at {expected}",
-                tensor=name,
-                data_offsets=(begin, end),
-            )
-        expected = end
-        nelements = 1
-        for d in shape:
-            nelements *= d
-            if nelements >= _U64:
-                raise _overflow(name, shape, dtype)
-        nbits = nelements * dtype.bits
-        if nbits >= _U64:
-            raise _overflow(name, shape, dtype)
-        if nbits % 8:
-            raise MisalignedSubByte.make(
-                "The slice is slicing for subbytes dtypes, and the slice does not end up at a "
-                "byte boundary, this is invalid.",
-                f"tensor `{name}`: {nelements} x {dtype.code} is {nbits} bits, not whole bytes",
-                tensor=name,
-            )
-        if end - begin != nbits // 8:
-            raise TensorSizeMismatch.make(
-                "invalid shape, data type, or offset for tensor",
-                f"tensor `{name}`: {dtype.code} {list(shape)} needs {nbits // 8} bytes, "
-                f"data_offsets [{begin}, {end}] hold {end - begin}",
-                tensor=name,
-            )
-        tensors.append(TensorInfo(name, dtype, shape, begin, end))
-
-    if expected + N_LEN + n != file_size:
-        raise IncompleteBuffer.make(
-            "incomplete metadata, file not fully covered",
-            f"tensors end at data offset {expected}, so the file should be {expected + N_LEN + n} "
-            f"bytes, but it is {file_size}",
-        )
-    return Header(tuple(tensors), metadata, n)
-
-
-def _overflow(name: str, shape: tuple[int, ...], dtype: DType) -> ValidationOverflow:
-    return ValidationOverflow.make(  # type: ignore[return-value]
-        "overflow computing buffer size from shape and/or element type",
-        f"tensor `{name}`: {dtype.code} {list(shape)}",
-        tensor=name,
-    )
 
 
 # --- encoding -----------------------------------------------------------------------------

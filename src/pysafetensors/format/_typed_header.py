@@ -1,0 +1,127 @@
+"""The fast header path on msgspec (the ``fast`` extra): decoding and type checks in C.
+
+msgspec decodes the tensor entries straight into typed records, checking in C what the
+json-based fast path checks in Python: every entry an object of exactly ``dtype`` (a code
+from the table), ``shape`` (integers) and ``data_offsets`` (two integers), no floats or
+booleans in their place.  What is left per tensor is the
+layout: offsets contiguous in file order and sizes matching shape x dtype.
+
+Like the other fast path it only ever accepts what the rules accept, returning the same
+Header, and returns None for anything unusual (tests/reliability/test_fast_path_verdicts.py
+runs both against the rules on the corpus and the fuzzers' inputs).  It handles the layout
+every writer produces: ``__metadata__`` first, or absent.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from math import prod
+from typing import Any, Literal
+
+from .._optional import optional
+from .dtypes import BY_CODE, CODES
+from .json_compat import METADATA_KEY
+from .rules import N_LEN, U64_LIMIT
+
+_METADATA_PREFIX = '{"' + METADATA_KEY + '":'
+# Returned for a header whose __metadata__ is not first: json's fast path may take it.
+NOT_CANONICAL = object()
+_scan = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
+
+
+def decoder() -> Callable[[str], Any] | None:
+    """msgspec's decoder for ``{name: entry}``, or None when msgspec is not installed."""
+    msgspec = optional("msgspec")
+    if msgspec is None:
+        return None
+    entry = msgspec.defstruct(
+        "TensorEntry",
+        [("dtype", Literal.__getitem__(CODES)), ("shape", list[int]), ("data_offsets", tuple[int, int])],
+        forbid_unknown_fields=True,
+    )
+    decode = msgspec.json.Decoder(dict[str, entry]).decode  # type: ignore[valid-type]
+    errors = (msgspec.ValidationError, msgspec.DecodeError)
+
+    def entries(text: str) -> Any:
+        try:
+            return decode(text)
+        except errors:
+            return None
+
+    return entries
+
+
+def fast_header(text: str, n: int, file_size: int, entries_of: Callable[[str], Any], make: Callable[..., Any],
+                tensor_info: Any) -> Any:
+    """The header built by ``make(tensors, metadata, n)``, or None to leave it to the rules."""
+    # As in the json fast path: -0 (an integer 0 to msgspec, a float to serde) and \u escapes
+    # (lone surrogates, escaped colons) are left to the rules.
+    may_be_negative = "-" in text
+    if (may_be_negative and "-0" in text) or ("\\" in text and "\\u" in text):
+        return None
+    # msgspec stops at the first value of a wrong type, but the metadata is read by json's
+    # scanner, which builds whatever it holds: the bracket counts of a well-formed header
+    # (see header.py) bound that.
+    arrays = text.count("[")
+    if arrays & 1 or not 0 <= text.count("{") - 1 - (arrays >> 1) <= 1:
+        return None
+    metadata: dict[str, str] | None = None
+    has_metadata_key = text.startswith(_METADATA_PREFIX)
+    body = text
+    if has_metadata_key:
+        try:
+            metadata, end = _scan(text, len(_METADATA_PREFIX))
+        except (ValueError, StopIteration, RecursionError):
+            return None
+        if metadata is not None and (type(metadata) is not dict or not set(map(type, metadata.values())) <= {str}):
+            return None
+        follows = text[end : end + 1]
+        if follows == "," and text[end + 1 : end + 2] == '"':  # a member follows (not a trailing comma)
+            body = "{" + text[end + 1 :]
+        elif follows == "}":
+            body = "{}" + text[end + 1 :]
+        else:
+            return None
+    if '"' + METADATA_KEY + '"' in body:  # not first (or a second one)
+        return NOT_CANONICAL
+    entries = entries_of(body)
+    if entries is None:
+        return None
+    tensors: list[Any] = []
+    append = tensors.append
+    build = tuple.__new__
+    get_dtype = BY_CODE.__getitem__
+    expected = 0
+    for name, entry in entries.items():
+        begin, end = entry.data_offsets
+        if begin != expected:
+            return None
+        shape = entry.shape
+        dtype = get_dtype(entry.dtype)
+        if shape:
+            if len(shape) > 64 or (may_be_negative and min(shape) < 0):
+                return None
+            nelements = prod(shape)
+            # A zero product hides its dims from the size check: each must still be a u64
+            # (msgspec reads any integer), and upstream multiplies in order, so the dims
+            # before the first 0 must not overflow either.  Rare: left to the rules.
+            if nelements == 0 and (max(shape) >= U64_LIMIT or prod(shape[: shape.index(0)]) >= U64_LIMIT):
+                return None
+            nbits = nelements * dtype.bits
+        else:
+            nbits = dtype.bits
+        if nbits >= U64_LIMIT or nbits & 7 or end - begin != nbits >> 3 or end >= U64_LIMIT:
+            return None
+        expected = end
+        append(build(tensor_info, (name, dtype, tuple(shape), begin, end)))
+    if expected + N_LEN + n != file_size:
+        return None
+    # Duplicate keys: each adds a member, and so a colon outside strings (see header.py).
+    members = len(entries) + has_metadata_key + 3 * len(entries) + (len(metadata) if metadata else 0)
+    in_strings = "".join(entries).count(":")
+    if metadata:
+        in_strings += "".join(metadata).count(":") + "".join(metadata.values()).count(":")
+    if text.count(":") != members + in_strings:
+        return None
+    return make(tuple(tensors), metadata, n)

@@ -1,0 +1,158 @@
+"""Validate a safetensors file or a sharded checkpoint, reporting every problem, not just the first.
+
+A file's header goes through ``format.check_header``, the same rule set ``parse_header``
+raises the first problem of, so ``validate`` and the reader cannot disagree on a verdict.
+A sharded checkpoint is checked shard by shard, then against its index.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..errors import HeaderError
+from ..format.header import Header, parse_header
+from ..format.index import check_shard
+from ..format.rules import check_header
+from ..gguf.check import validate_gguf
+from ..gguf.header import is_gguf
+from ..io.registry import open_source
+from ..reader import read_header_bytes
+from ..sharded import find_in_directory, is_index_name, open_index
+from .checkpoint import is_sharded_path
+
+
+@dataclass
+class Problem:
+    code: str  # a stable machine-readable kind, e.g. "invalid_offset"
+    message: str
+    tensor: str | None = None
+    data_offsets: list[Any] | None = None
+    file: str | None = None  # the shard, for a sharded checkpoint
+
+
+@dataclass
+class ValidateResult:
+    path: str
+    valid: bool
+    file_size: int
+    header_size: int | None = None
+    tensor_count: int | None = None
+    problems: list[Problem] = field(default_factory=list)
+    warnings: list[Problem] = field(default_factory=list)
+    files: list[str] | None = None  # the shards checked, for a sharded checkpoint
+    _header: Header | None = field(default=None, repr=False)  # the parsed header when valid (not rendered)
+
+
+def validate(path: str, storage_options: Mapping[str, Any] | None = None) -> ValidateResult:
+    """Validate a safetensors or GGUF file, or a sharded checkpoint (index JSON or directory)
+    shard by shard.  ``storage_options`` go to remote sources (for HTTP: ``timeout``...).
+
+    Raises OSError only when the input cannot be read at all, and SafetensorError for an
+    index that cannot be checked (bad JSON, unsafe shard names).
+    """
+    if is_sharded_path(path):
+        return validate_sharded(path, storage_options)
+    return validate_file(path, storage_options)
+
+
+def _validate_gguf(path: str, source: Any) -> ValidateResult:
+    """A GGUF file (its magic first): :func:`pysafetensors.gguf.check.validate_gguf`'s problems."""
+
+    def read(offset: int, n: int) -> bytes:
+        buf = bytearray(n)
+        source.read_into(offset, memoryview(buf))
+        return bytes(buf)
+
+    found = validate_gguf(read, source.size)
+    r = ValidateResult(path, found.valid, source.size)
+    if found.header is not None:
+        r.header_size = found.header.data_offset
+        r.tensor_count = len(found.header.tensors)
+    r.problems = [Problem(p.code, p.message, p.tensor) for p in found.problems]
+    return r
+
+
+def validate_file(path: str, storage_options: Mapping[str, Any] | None = None) -> ValidateResult:
+    """Validate one file: a local path or a URL (only its header is read); a GGUF file (by its
+    magic) is checked by :func:`pysafetensors.gguf.check.validate_gguf`."""
+    source = open_source(path, "pread", storage_options)
+    try:
+        size = source.size
+        magic = bytearray(min(4, size))
+        if magic:
+            source.read_into(0, memoryview(magic))
+        if is_gguf(bytes(magic)):
+            return _validate_gguf(path, source)
+        r = ValidateResult(path, True, size)
+        try:
+            header = read_header_bytes(source)
+        except HeaderError as e:  # the length prefix: nothing after it can be checked
+            r.header_size = getattr(e, "header_size", None)
+            r.problems.append(Problem(getattr(e, "code", type(e).__name__), _message(e)))
+            r.valid = False
+            return r
+    finally:
+        source.close()
+    r.header_size = len(header)
+    for p in check_header(header, size):
+        (r.warnings if p.warning else r.problems).append(Problem(p.code, p.message, p.tensor, p.data_offsets))
+    if not r.problems:
+        r._header = parse_header(header, size)  # cannot fail: the same rules found nothing
+        r.tensor_count = len(r._header.tensors)
+    r.valid = not r.problems
+    return r
+
+
+def _message(e: HeaderError) -> str:
+    return e.reason + (f" ({e.detail})" if e.detail else "")
+
+
+def validate_sharded(path: str, storage_options: Mapping[str, Any] | None = None) -> ValidateResult:
+    if not is_index_name(path):
+        path = find_in_directory(path)
+        if not is_index_name(path):  # a directory holding one plain file
+            return validate_file(path, storage_options)
+    # Bad JSON and unsafe shard names are errors (exit 2): there is nothing to check.
+    sharded = open_index(path, storage_options=storage_options)
+    index = sharded.index
+    r = ValidateResult(path, True, 0, files=index.shards)
+    seen: dict[str, str] = {}
+    missing: list[tuple[str, str]] = []  # (tensor, shard) mapped there but absent, for the shards that parsed
+    total = 0
+    for shard in index.shards:
+        try:
+            sub = validate_file(sharded.locate(shard), storage_options)
+        except FileNotFoundError:
+            r.problems.append(Problem("missing_shard", "shard listed in the index does not exist", file=shard))
+            continue
+        r.file_size += sub.file_size
+        for p in sub.problems + sub.warnings:
+            p.file = shard
+        r.problems += sub.problems
+        r.warnings += sub.warnings
+        if not sub.valid or sub._header is None:
+            continue
+        check = check_shard(index, shard, (t.name for t in sub._header.tensors), sub._header.metadata)
+        if check.mixed:
+            r.problems.append(Problem("checkpoint_mismatch", check.describe_mixed(path), file=shard))
+        missing += [(name, shard) for name in check.missing]
+        ignored = set(check.ignored)
+        for t in sub._header.tensors:
+            total += t.nbytes
+            if t.name in seen:
+                r.problems.append(Problem("duplicate_tensor", f"also in {seen[t.name]}", t.name, file=shard))
+            seen[t.name] = shard
+            if t.name in ignored:
+                r.problems.append(Problem("unmapped_tensor", "tensor is in this shard but the index maps it to "
+                                          f"{index.weight_map.get(t.name)!r}", t.name, file=shard))
+    for name, shard in sorted(missing):
+        r.problems.append(Problem("missing_tensor", "the index maps this tensor here but the shard lacks it",
+                                  name, file=shard))
+    declared = index.metadata.get("total_size")
+    if declared is not None and declared != total and not r.problems:
+        r.warnings.append(Problem("total_size", f"index says total_size {declared}, the tensors hold {total} bytes"))
+    r.tensor_count = len(seen)
+    r.valid = not r.problems
+    return r

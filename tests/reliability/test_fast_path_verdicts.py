@@ -1,0 +1,126 @@
+"""The fast header paths (json's and msgspec's) are private optimisations of the rule set: on the
+whole corpus and on every fuzzer's inputs, each either steps aside (None) or returns exactly the
+header the rules return.  And parse_header's error is always the first problem check_header lists."""
+
+from __future__ import annotations
+
+import importlib.util
+import random
+from pathlib import Path
+from typing import Any
+
+import pytest
+from _reliability_helpers import ROOT
+from fuzz.differential import differential_input
+from fuzz.gen import random_input
+from test_differential_verdicts import CASES
+
+from pysafetensors.errors import SafetensorError
+from pysafetensors.format import Header, TensorInfo, check_header, parse_header
+from pysafetensors.format import header as header_mod
+
+_spec = importlib.util.spec_from_file_location("corpus_cases", ROOT / "tests" / "corpus" / "cases.py")
+assert _spec and _spec.loader
+corpus: Any = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(corpus)
+
+
+def _inputs() -> dict[str, bytes]:
+    inputs: dict[str, bytes] = {}
+    inputs.update({f"corpus broken {k}": v[0] for k, v in corpus.BROKEN.items()})
+    inputs.update({f"corpus accepted {k}": v for k, v in corpus.ACCEPTED.items()})
+    inputs.update({f"handpicked {k}": v for k, v in CASES.items()})
+    inputs.update({f"random_input {s}": random_input(random.Random(s)) for s in range(2500)})
+    inputs.update({f"differential_input {s}": differential_input(random.Random(s)) for s in range(2500)})
+    return inputs
+
+
+def _header(data: bytes) -> tuple[bytes, int] | None:
+    """The N header bytes and the file size, when the length prefix is valid."""
+    if len(data) < 8:
+        return None
+    n = int.from_bytes(data[:8], "little")
+    return (data[8 : 8 + n], len(data)) if n <= 100_000_000 and 8 + n <= len(data) else None
+
+
+def _fast_paths(text: str, n: int, size: int) -> list[tuple[str, Any]]:
+    """Both fast paths' answers: json's, and msgspec's (the ``fast`` extra, installed in CI)."""
+    typed = header_mod._typed_entries()
+    assert typed is not None, "msgspec (pysafetensors[fast]) is part of the test install"
+    from_typed = header_mod._typed_header.fast_header(text, n, size, typed, Header, TensorInfo)
+    return [
+        ("json", header_mod._fast_header(text, n, size)),
+        ("msgspec", None if from_typed is header_mod._typed_header.NOT_CANONICAL else from_typed),
+    ]
+
+
+def test_fast_path_gives_the_rules_verdict_on_the_corpus_and_the_fuzzers_inputs() -> None:
+    fast_accepted = typed_accepted = rules_accepted = 0
+    wrong = []
+    for name, data in _inputs().items():
+        split = _header(data)
+        if split is None:
+            continue
+        header, size = split
+        try:
+            careful: Any = header_mod._careful_header(header, size)
+            rules_accepted += 1
+        except SafetensorError as e:
+            careful = e
+        try:
+            text = header.decode("utf-8")
+        except UnicodeDecodeError:
+            continue
+        for path, fast in _fast_paths(text, len(header), size):
+            if fast is None:
+                continue
+            fast_accepted += path == "json"
+            typed_accepted += path == "msgspec"
+            if fast != careful:
+                wrong.append(f"{name}: {path} fast path {fast!r:.200}, rules {careful!r:.200}")
+    assert not wrong, "\n".join(wrong[:10])
+    assert typed_accepted > 0.3 * rules_accepted, (typed_accepted, rules_accepted)
+    # Not vacuous: many accepted headers take the fast path (the generators write many in
+    # an order or a spelling it leaves to the rules on purpose).
+    assert fast_accepted > 0.3 * rules_accepted > 200, (fast_accepted, rules_accepted)
+
+
+def test_parse_header_raises_the_first_problem_check_header_lists() -> None:
+    rejected = 0
+    for name, data in _inputs().items():
+        split = _header(data)
+        if split is None:
+            continue
+        header, size = split
+        problems = [p for p in check_header(header, size) if not p.warning]
+        try:
+            parse_header(header, size)
+        except SafetensorError as e:
+            rejected += 1
+            assert problems, f"{name}: parse_header raised {e} but check_header found nothing"
+            assert type(e) is type(problems[0].error) and str(e) == str(problems[0].error), name
+            assert e.code == problems[0].code  # type: ignore[attr-defined]
+        else:
+            assert not problems, f"{name}: parse_header accepts, check_header lists {problems[0].message}"
+    assert rejected > 1000
+
+
+@pytest.mark.parametrize("backend", ["mmap", "pread"])
+def test_validate_agrees_with_the_reader_on_files(backend: str, tmp_path: Path) -> None:
+    """validate (tools.validate) and safe_open decide every file the same way, and validate's
+    first problem is the reader's error."""
+    from pysafetensors import safe_open
+    from pysafetensors.tools.validate import validate
+
+    path = tmp_path / "f.safetensors"
+    for seed in range(300):
+        data = differential_input(random.Random(50_000 + seed))
+        path.write_bytes(data)
+        r = validate(str(path))
+        try:
+            with safe_open(path, framework="np", backend=backend):
+                pass
+            assert r.valid and not r.problems, (seed, [p.message for p in r.problems])
+        except SafetensorError as e:
+            assert not r.valid and r.problems, seed
+            assert str(e).endswith(r.problems[0].message), (seed, str(e), r.problems[0].message)
