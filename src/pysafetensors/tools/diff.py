@@ -23,7 +23,7 @@ from typing import Any
 from ..format.header import TensorInfo
 from ._base import JsonResult, Progress, no_progress
 from ._chunks import iter_chunks
-from .checkpoint import Checkpoint, TensorBytes, open_checkpoint
+from .checkpoint import Checkpoint, TensorAccess, TensorBytes, open_checkpoint
 
 _INTEGER_KINDS = ("int", "uint", "bool")
 
@@ -211,7 +211,7 @@ def compare_values(
 
 
 def tensor_value_diff(
-    a: Checkpoint, b: Checkpoint, name: str, rtol: float | None = None, atol: float | None = None
+    a: TensorAccess, b: TensorAccess, name: str, rtol: float | None = None, atol: float | None = None
 ) -> ValueDiff:
     """One tensor's value comparison (the viewer's on-demand diff), reading only its bytes."""
     return compare_values(a.info(name), a.data(name), b.info(name), b.data(name), rtol, atol)

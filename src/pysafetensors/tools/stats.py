@@ -21,7 +21,7 @@ from typing import Any
 from ..format.header import TensorInfo
 from ._base import JsonResult, Progress, no_progress
 from ._chunks import iter_chunks
-from .checkpoint import Checkpoint, TensorBytes, matches, open_checkpoint
+from .checkpoint import Checkpoint, TensorAccess, TensorBytes, matches, open_checkpoint
 
 
 @dataclass
@@ -144,7 +144,7 @@ def stats_of(info: TensorInfo, data: TensorBytes, bar: Any = None) -> TensorStat
     )
 
 
-def tensor_stats(ckpt: Checkpoint, name: str) -> TensorStats:
+def tensor_stats(ckpt: TensorAccess, name: str) -> TensorStats:
     """One tensor's statistics, reading only that tensor's bytes."""
     return stats_of(ckpt.info(name), ckpt.data(name))
 
