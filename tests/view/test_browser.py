@@ -90,6 +90,25 @@ def test_clicking_a_tensor_shows_stats_histogram_and_heatmap(page: Any, minilm: 
         assert page.log.errors == []
 
 
+def test_a_tensor_whose_read_fails_shows_the_error_and_the_server_goes_on(page: Any, minilm: Path) -> None:
+    from servers import RangeServer
+
+    with RangeServer({"model.safetensors": minilm.read_bytes()}) as origin, \
+            serving(ViewSession.open([origin.url("model.safetensors")])) as server:
+        open_page(page, server.url)
+        page.click("button[data-tab=table]")
+        page.locator("#search").press_sequentially("layer.0.attention.self.query")
+        origin.fail_status, origin.fail_first = 404, 1_000  # the file is gone from the server
+        page.click(f"#table .row[data-tensor='{QUERY}']")
+        page.wait_for_selector("#stats-error")
+        assert QUERY in page.text_content("#stats-error")
+        origin.fail_first = 0
+        page.click("#table .row[data-tensor='encoder.layer.0.attention.self.query.bias']")
+        page.wait_for_selector("#histogram")
+        page.click(f"#table .row[data-tensor='{QUERY}']")  # a failure is not remembered: asked again
+        page.wait_for_selector("#heatmap")
+
+
 def test_the_thumbnail_renders_as_an_image(page: Any, tmp_path: Path) -> None:
     from pysafetensors.numpy import save_file
 

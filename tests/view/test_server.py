@@ -79,6 +79,23 @@ def test_every_reply_needs_the_token(served: ViewServer) -> None:
     assert request(served, "/api/checkpoint", cookie=cookie).json()["inputs"][0]["summary"]["parameter_count"] == 22_713_728
 
 
+def test_the_endpoints_serve_the_sessions_json(minilm: Path, edited_pair: tuple[Path, Path, dict[str, str]]) -> None:
+    a, b, changed = edited_pair
+    with ViewSession.open([str(a), str(b)]) as reference, serving(ViewSession.open([str(a), str(b)])) as server:
+        cookie = login(server)
+        r = request(server, "/api/checkpoint", cookie=cookie)
+        assert r.body == reference.document_json()
+        name = changed["nudged"]
+        for i in (0, 1):
+            assert request(server, f"/api/values?i={i}&name={name}", cookie=cookie).json() == reference.values(i, name)
+        assert request(server, f"/api/valuediff?name={name}", cookie=cookie).json() == reference.value_diff(name)
+        odd = "a name/with ?&=#%+ and spaces"  # query-escaped like URLSearchParams does
+        from urllib.parse import quote
+
+        r = request(server, "/api/values?i=0&name=" + quote(odd, safe=""), cookie=cookie)
+        assert r.status == 404 and odd in r.json()["error"]
+
+
 def test_the_host_header_must_name_this_server(served: ViewServer) -> None:
     cookie = login(served)
     port = served.port

@@ -14,13 +14,14 @@ import argparse
 import ipaddress
 import sys
 import threading
-import webbrowser
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..tools.checkpoint import Checkpoint
-from ..view import ViewServer, ViewSession, export_report
 from ._common import emit, escape_text, fmt_bytes, progress_factory
 from ._inputs import open_input
+
+if TYPE_CHECKING:
+    from ..tools.checkpoint import Checkpoint
+    from ..view import ViewSession
 
 DEFAULT_HOST = "127.0.0.1"
 
@@ -68,6 +69,8 @@ def _host_warning(host: str, port: int) -> str | None:
 
 
 def _open_browser(url: str) -> None:
+    import webbrowser
+
     try:
         opened = webbrowser.open(url)
     except Exception:  # noqa: BLE001 - a browser that fails to start is not an error of the viewer
@@ -77,6 +80,7 @@ def _open_browser(url: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from ..view import ViewSession, export_report  # the server's modules load only for this command
     from .main import UsageError
 
     if args.with_stats and not args.export:
@@ -98,6 +102,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _serve(session: ViewSession, args: argparse.Namespace) -> int:
+    from ..view import ViewServer
+
     session.document_json()  # built before listening: a bad input fails here, with nothing served
     try:
         server = ViewServer(session, args.host, args.port)

@@ -106,18 +106,17 @@ def _pairs(mapping: dict[str, str] | None) -> list[list[str]] | None:
 def tree_arrays(root: TreeNode, index: dict[str, int]) -> list[Any]:
     """The tree as nested arrays ``[label, parameters, tensors, bytes, children, tensor index]``
     (the index into the tensor columns for a tensor, -1 for a group).  Iterative."""
-    def node(n: TreeNode) -> list[Any]:
-        return [n.label, n.parameters, n.tensors, n.nbytes, [], index[n.name] if n.is_tensor else -1]
-
-    out = node(root)
-    stack = [(root, out)]
+    out: list[Any] = [root.label, root.parameters, root.tensors, root.nbytes, [], -1]
+    stack = [(root.children, out[4])]
     while stack:
-        parent, arr = stack.pop()
-        for child in parent.children:
-            sub = node(child)
-            arr[4].append(sub)
-            if child.children:
-                stack.append((child, sub))
+        children, dest = stack.pop()
+        for c in children:
+            if c.dtype is not None:  # a tensor (a leaf)
+                dest.append([c.label, c.parameters, c.tensors, c.nbytes, [], index[c.name]])
+            else:
+                kids: list[Any] = []
+                dest.append([c.label, c.parameters, c.tensors, c.nbytes, kids, -1])
+                stack.append((c.children, kids))
     return out
 
 
