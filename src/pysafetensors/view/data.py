@@ -197,8 +197,8 @@ def input_document(ckpt: Checkpoint) -> dict[str, Any]:
 
 
 def stream_values(ckpt: Checkpoint, progress: Progress = no_progress) -> list[dict[str, Any]]:
-    """Every tensor's stats and histogram, in file order, streaming the checkpoint once
-    (a remote tensor larger than HOLD_CAP is read once more for its histogram's counts)."""
+    """Every tensor's stats and histogram, in file order, streaming the checkpoint once (a
+    remote tensor larger than HOLD_CAP is not held, so its histogram reads it again)."""
     tensors = ckpt.tensors
     out = []
     with progress(sum(t.nbytes for t in tensors), "stats") as bar:
@@ -206,11 +206,10 @@ def stream_values(ckpt: Checkpoint, progress: Progress = no_progress) -> list[di
             if isinstance(data, RangedBytes) and len(data) <= HOLD_CAP:
                 data = data[0 : len(data)]
             access = _Held(info, data)
-            stats = stats_of(info, data).to_dict()
+            stats = stats_of(info, data, bar).to_dict()  # the bar advances chunk by chunk
             out.append(js_safe({"name": info.name, "stats": stats,
                                 "histogram": histogram(access, info.name, HISTOGRAM_BINS).to_dict(),
                                 "heatmap": None}))
-            bar.update(info.nbytes)
     return out
 
 

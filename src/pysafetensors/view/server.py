@@ -23,7 +23,6 @@ import mimetypes
 import re
 import secrets
 import socket
-import threading
 import urllib.parse
 from importlib import resources
 from typing import Any
@@ -74,10 +73,11 @@ class ViewServer(http.server.ThreadingHTTPServer):
         """The URL to open: the page, with the run's token (traded for a cookie on first visit)."""
         return f"http://{_url_host(self.url_host)}:{self.port}/?token={self.token}"
 
-    def serve_in_thread(self) -> threading.Thread:
-        thread = threading.Thread(target=self.serve_forever, name="pysafetensors-view", daemon=True)
-        thread.start()
-        return thread
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        import sys
+
+        if not isinstance(sys.exc_info()[1], (ConnectionError, TimeoutError)):
+            super().handle_error(request, client_address)  # a browser closing a connection is no error
 
 
 class _Handler(http.server.BaseHTTPRequestHandler):

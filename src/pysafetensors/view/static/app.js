@@ -24,7 +24,7 @@ const AUTO_READ = 16 * 1024 * 1024; // a remote tensor up to this size is read o
 const THUMBNAIL = /^data:image\/(png|jpeg|webp);base64,[A-Za-z0-9+/]+={0,2}$/;
 const state = {
   data: null, input: 0, tab: "overview", selected: null, query: "", sort: { key: "offset", desc: false },
-  expanded: new Set(), embedded: false, request: 0, diffFilter: null, log: false,
+  expanded: new Set(), request: 0, diffFilter: null, log: false,
   answers: new Map(), // "input:tensor index" or "diff:name" -> a reply already fetched
 };
 
@@ -96,7 +96,7 @@ async function api(path, params) {
 }
 async function loadData() {
   const embedded = document.getElementById("pst-data");
-  if (embedded) { state.embedded = true; return Object.assign(JSON.parse(embedded.textContent), { live: false }); }
+  if (embedded) return Object.assign(JSON.parse(embedded.textContent), { live: false });
   return api("api/checkpoint");
 }
 const current = () => state.data.inputs[state.input];
