@@ -68,6 +68,8 @@ class Viewer:
             self.stdout.append(line)
             if line.startswith("http://"):
                 return line.strip()
+            if line.startswith("{"):  # --json
+                return str(json.loads(line)["url"])
         raise AssertionError(f"no URL within {timeout} s: {self.stdout}")
 
 
@@ -131,6 +133,13 @@ def test_serves_until_ctrl_c(minilm: Path) -> None:
         assert v.proc.stderr is not None
         err = v.proc.stderr.read()
         assert "Traceback" not in err and "stopped" in err, err
+
+
+def test_json_prints_the_url_as_json(minilm: Path) -> None:
+    with viewer(minilm, "--json") as v:
+        url = v.url()
+        assert json.loads(v.stdout[-1]) == {"url": url, "host": "127.0.0.1", "port": int(url.split(":")[2].split("/")[0])}
+        assert visit(url)["inputs"][0]["summary"]["tensor_count"] == 104
 
 
 def test_port_and_a_second_viewer_on_it(minilm: Path) -> None:
