@@ -282,33 +282,29 @@ def test_export_with_stats_streams_once_with_a_progress_bar(minilm: Path, tmp_pa
     parts.feed(out.read_text(encoding="utf-8"))
     doc = json.loads(parts.scripts[0][1])
     assert [s["stats"] for s in doc["inputs"][0]["stats"]] == stats
-    # The bar is drawn on a terminal: run it under a pseudo-terminal to see it on stderr.
+    # The bar is drawn on a terminal: run it with a pseudo-terminal (100 columns) as its stderr.
+    import fcntl
     import pty
+    import struct
+    import termios
 
-    pid, fd = pty.fork()
-    if pid == 0:  # the child: the CLI with the pty as its stderr (and stdout), 100 columns wide
-        import fcntl
-        import struct
-        import termios
-
-        try:
-            fcntl.ioctl(2, termios.TIOCSWINSZ, struct.pack("HHHH", 30, 100, 0, 0))
-            os.environ["PYTHONPATH"] = env()["PYTHONPATH"]
-            os.execv(sys.executable, [sys.executable, "-m", "pysafetensors", "view", str(minilm), "--export",
-                                      str(tmp_path / "tty.html"), "--with-stats"])
-        finally:
-            os._exit(127)  # never back into pytest
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 30, 100, 0, 0))
+    proc = subprocess.Popen([sys.executable, "-m", "pysafetensors", "view", str(minilm), "--export",
+                             str(tmp_path / "tty.html"), "--with-stats"], stdin=subprocess.DEVNULL,
+                            stdout=subprocess.DEVNULL, stderr=slave, env=env())
+    os.close(slave)
     seen = b""
     while True:
         try:
-            chunk = os.read(fd, 4096)
-        except OSError:
+            chunk = os.read(master, 4096)
+        except OSError:  # the child closed the terminal
             break
         if not chunk:
             break
         seen += chunk
-    _, status = os.waitpid(pid, 0)
-    assert os.waitstatus_to_exitcode(status) == 0
+    os.close(master)
+    assert proc.wait(timeout=120) == 0
     assert re.search(rb"stats: +\d+%\|", seen), seen[-500:]
 
 
