@@ -13,6 +13,8 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install -q -e '.[torch,cli,test,fsspec,docs,bench]'
 	# Every framework, so no framework test is skipped in CI.
 	$(BIN)/pip install -q jax flax tensorflow-cpu paddlepaddle 'mlx[cpu]'
+	# The viewer's browser tests drive Debian's Chromium with Playwright (never `playwright install`).
+	test -x /usr/bin/chromium || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; }
 	touch $(STAMP)
 
 venv: $(STAMP)

@@ -244,7 +244,7 @@ def test_total_time_is_the_last_line(run: Run) -> None:
 
 def test_the_demo_writes_only_its_own_files(run: Run) -> None:
     written = sorted(p.name for p in run.out_dir.iterdir())
-    assert written == [".pysafetensors-demo", "edited.safetensors", "model.safetensors", "shards",
+    assert written == [".pysafetensors-demo", "edited.safetensors", "model.safetensors", "report.html", "shards",
                        "truncated.safetensors"]
 
 

@@ -50,6 +50,7 @@ COMMANDS: tuple[str, ...] = (
     "shard",
     "merge",
     "convert",
+    "view",
 )
 
 PROG = "pysafetensors"

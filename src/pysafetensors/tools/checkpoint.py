@@ -83,6 +83,16 @@ class ValueTensor(Protocol):
     def nelements(self) -> int: ...
 
 
+class TensorAccess(Protocol):
+    """What a one-tensor computation (stats, histogram, heatmap, value diff) needs: the tensor's
+    header entry and its bytes.  A :class:`Checkpoint` is one; so is the viewer's tensor held in
+    memory after one read, which lets several computations share a single network read."""
+
+    def info(self, name: str) -> ValueTensor: ...
+
+    def data(self, name: str) -> TensorBytes: ...
+
+
 class RangedBytes:
     """A tensor's bytes on a source without zero-copy views: ``[lo:hi]`` reads that range only
     (a failed read names the tensor: ``SafeFile.read_data``)."""

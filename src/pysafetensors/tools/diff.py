@@ -36,7 +36,15 @@ from ..gguf.convert import metadata_string
 from ..gguf.names import hf_candidates, hf_names, qk_heads
 from ._base import JsonResult, Progress, no_progress
 from ._chunks import iter_chunks
-from .checkpoint import AnyCheckpoint, Checkpoint, GGUFCheckpoint, TensorBytes, ValueTensor, open_checkpoint
+from .checkpoint import (
+    AnyCheckpoint,
+    Checkpoint,
+    GGUFCheckpoint,
+    TensorAccess,
+    TensorBytes,
+    ValueTensor,
+    open_checkpoint,
+)
 
 _INTEGER_KINDS = ("int", "uint", "bool")
 
@@ -236,12 +244,14 @@ def compare_values(
 
 
 def tensor_value_diff(
-    a: AnyCheckpoint, b: AnyCheckpoint, name: str, rtol: float | None = None, atol: float | None = None
+    a: TensorAccess, b: TensorAccess, name: str, rtol: float | None = None, atol: float | None = None
 ) -> ValueDiff:
     """One tensor's value comparison (the viewer's on-demand diff), reading only its bytes.
     With a GGUF side, ``name`` is the name :func:`diff_files` shows (a Hugging Face name when
     GGUF names were mapped)."""
     if isinstance(a, GGUFCheckpoint) or isinstance(b, GGUFCheckpoint):
+        if not (isinstance(a, (Checkpoint, GGUFCheckpoint)) and isinstance(b, (Checkpoint, GGUFCheckpoint))):
+            raise TypeError("a value diff with a GGUF side needs both checkpoints (names are mapped across formats)")
         sa, sb, _ = _sides(a, b)
         (ta, da), = sa.values([name])
         (tb, db), = sb.values([name])

@@ -25,7 +25,16 @@ from typing import Any
 
 from ._base import JsonResult, Progress, no_progress
 from ._chunks import iter_chunks
-from .checkpoint import AnyCheckpoint, Checkpoint, GGUFCheckpoint, TensorBytes, ValueTensor, matches, open_checkpoint
+from .checkpoint import (
+    AnyCheckpoint,
+    Checkpoint,
+    GGUFCheckpoint,
+    TensorAccess,
+    TensorBytes,
+    ValueTensor,
+    matches,
+    open_checkpoint,
+)
 
 
 @dataclass
@@ -148,7 +157,7 @@ def stats_of(info: ValueTensor, data: TensorBytes, bar: Any = None) -> TensorSta
     )
 
 
-def tensor_stats(ckpt: AnyCheckpoint, name: str) -> TensorStats:
+def tensor_stats(ckpt: TensorAccess, name: str) -> TensorStats:
     """One tensor's statistics, reading only that tensor's bytes."""
     if isinstance(ckpt, GGUFCheckpoint):
         t = ckpt.info(name)

@@ -28,7 +28,7 @@ from typing import Any
 from ..errors import UnsupportedShape
 from ._base import JsonResult
 from ._chunks import iter_chunks
-from .checkpoint import AnyCheckpoint
+from .checkpoint import TensorAccess
 
 MAX_CELLS = 512
 
@@ -69,7 +69,7 @@ def _as_float(chunk: Any, kind: str, np: Any) -> Any:
     return chunk.astype(np.float64)
 
 
-def _value_chunks(ckpt: AnyCheckpoint, name: str) -> Callable[[], Iterator[Any]]:
+def _value_chunks(ckpt: TensorAccess, name: str) -> Callable[[], Iterator[Any]]:
     import numpy as np
 
     info = ckpt.info(name)
@@ -127,7 +127,7 @@ def _histogram(
 
 
 def histogram(
-    ckpt: AnyCheckpoint, name: str, bins: int = 64, value_range: tuple[float, float] | None = None
+    ckpt: TensorAccess, name: str, bins: int = 64, value_range: tuple[float, float] | None = None
 ) -> Histogram:
     """Counts of the tensor's finite values (complex: magnitudes) in ``bins`` equal bins."""
     info = ckpt.info(name)
@@ -136,7 +136,7 @@ def histogram(
 
 
 def difference_histogram(
-    a: AnyCheckpoint, b: AnyCheckpoint, name: str, bins: int = 64, value_range: tuple[float, float] | None = None
+    a: TensorAccess, b: TensorAccess, name: str, bins: int = 64, value_range: tuple[float, float] | None = None
 ) -> Histogram:
     """The histogram of ``a - b`` (complex: ``|a - b|``) for a tensor of the same shape in both."""
     import numpy as np
@@ -168,7 +168,7 @@ def _edges(n: int, cells: int) -> Any:
     return -((-np.arange(cells + 1, dtype=np.int64) * n) // cells)
 
 
-def heatmap(ckpt: AnyCheckpoint, name: str, max_cells: int = MAX_CELLS, reduce: str = "mean") -> Heatmap:
+def heatmap(ckpt: TensorAccess, name: str, max_cells: int = MAX_CELLS, reduce: str = "mean") -> Heatmap:
     """The tensor as a matrix reduced to at most ``max_cells`` x ``max_cells`` cells.
 
     A tensor of shape (d0, ..., dk) is viewed as (d0*...*d(k-1), dk).  Cell (i, j) covers rows

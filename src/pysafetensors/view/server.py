@@ -20,8 +20,9 @@ import hmac
 import http.server
 import json
 import mimetypes
+import re
 import secrets
-import threading
+import socket
 import urllib.parse
 from importlib import resources
 from typing import Any
@@ -31,7 +32,8 @@ from .data import ViewSession
 
 CSP = "default-src 'self'; img-src 'self' data:; object-src 'none'; base-uri 'none'; frame-ancestors 'none'; form-action 'none'"
 STATIC_FILES = frozenset({"index.html", "app.js", "app.css"})
-COOKIE = "pst_token"
+COOKIE = "pysafetensors_view_"  # + the port: cookies are per host, not per port, and two viewers may run
+_INPUT_NUMBER = re.compile(r"[0-9]{1,3}")
 
 
 def static_bytes(name: str) -> bytes:
@@ -43,27 +45,39 @@ class ViewServer(http.server.ThreadingHTTPServer):
     """A ThreadingHTTPServer that knows its token, the hosts it answers to, and the session."""
 
     daemon_threads = True
+    block_on_close = False
 
     def __init__(self, session: ViewSession, host: str = "127.0.0.1", port: int = 0) -> None:
         self.session = session
         self.token = secrets.token_urlsafe(24)
         self.bind_host = host
+        if ":" in host:
+            self.address_family = socket.AF_INET6
         super().__init__((host, port), _Handler)
         self.port = int(self.server_address[1])
-        names = {"127.0.0.1", "localhost", host}
-        if ":" in host and not host.startswith("["):
-            names.add(f"[{host}]")
+        self.cookie = f"{COOKIE}{self.port}"
+        names = {"127.0.0.1", "localhost", _url_host(host), _url_host(self.url_host)}
         self.allowed_hosts = {f"{n}:{self.port}".lower() for n in names}
 
     @property
-    def url(self) -> str:
-        host = f"[{self.bind_host}]" if ":" in self.bind_host else self.bind_host
-        return f"http://{host}:{self.port}/?token={self.token}"
+    def url_host(self) -> str:
+        """The address the printed URL names: the bound one, or loopback for a wildcard bind."""
+        if self.bind_host in ("0.0.0.0", ""):
+            return "127.0.0.1"
+        if self.bind_host == "::":
+            return "::1"
+        return self.bind_host
 
-    def serve_in_thread(self) -> threading.Thread:
-        thread = threading.Thread(target=self.serve_forever, name="pysafetensors-view", daemon=True)
-        thread.start()
-        return thread
+    @property
+    def url(self) -> str:
+        """The URL to open: the page, with the run's token (traded for a cookie on first visit)."""
+        return f"http://{_url_host(self.url_host)}:{self.port}/?token={self.token}"
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        import sys
+
+        if not isinstance(sys.exc_info()[1], (ConnectionError, TimeoutError)):
+            super().handle_error(request, client_address)  # a browser closing a connection is no error
 
 
 class _Handler(http.server.BaseHTTPRequestHandler):
@@ -78,20 +92,21 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         return (self.headers.get("Host") or "").lower() in self.server.allowed_hosts
 
     def _token_from_cookie(self) -> str | None:
-        for part in (self.headers.get("Cookie") or "").split(";"):
-            name, _, value = part.strip().partition("=")
-            if name == COOKIE:
-                return value
+        for header in self.headers.get_all("Cookie") or []:
+            for part in header.split(";"):
+                name, _, value = part.strip().partition("=")
+                if name == self.server.cookie:
+                    return value
         return None
 
     def _authorized(self, query: dict[str, list[str]]) -> tuple[bool, bool]:
         """(authorized, came with the URL token) for this request."""
         token = self.server.token
         given = query.get("token", [None])[0]
-        if given is not None and hmac.compare_digest(given.encode(), token.encode()):
+        if given is not None and hmac.compare_digest(given.encode("utf-8", "replace"), token.encode()):
             return True, True
         cookie = self._token_from_cookie()
-        return cookie is not None and hmac.compare_digest(cookie.encode(), token.encode()), False
+        return cookie is not None and hmac.compare_digest(cookie.encode("utf-8", "replace"), token.encode()), False
 
     # --- replies ----------------------------------------------------------------------------
     def _send(self, status: int, body: bytes, content_type: str, extra: dict[str, str] | None = None) -> None:
@@ -134,7 +149,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             self._error(403, "missing or wrong token: open the URL the command printed")
             return
         if via_url:  # trade the URL token for a cookie, and drop it from the address bar
-            cookie = f"{COOKIE}={self.server.token}; HttpOnly; SameSite=Strict; Path=/"
+            cookie = f"{self.server.cookie}={self.server.token}; HttpOnly; SameSite=Strict; Path=/"
             self._send(303, b"", "text/plain", {"Location": "/", "Set-Cookie": cookie})
             return
         path = url.path
@@ -170,13 +185,17 @@ class _Handler(http.server.BaseHTTPRequestHandler):
 
         try:
             if endpoint == "checkpoint":
-                self._json(200, session.checkpoint())
+                self._send(200, session.document_json(), "application/json; charset=utf-8")
             elif endpoint == "values":
                 self._json(200, session.values(_input_number(query.get("i", ["0"])[0], session), one("name")))
             elif endpoint == "valuediff":
+                if len(session.inputs) != 2:
+                    raise _BadRequest("a value diff needs two inputs")
                 self._json(200, session.value_diff(one("name")))
             else:
                 self._error(404, "unknown endpoint")
+        except (BrokenPipeError, ConnectionResetError):
+            raise
         except _BadRequest as e:
             self._error(400, str(e))
         except KeyError as e:  # a tensor name the inputs do not hold
@@ -192,9 +211,13 @@ class _BadRequest(Exception):
 
 
 def _input_number(text: str, session: ViewSession) -> int:
-    if not text.isdigit() or int(text) >= len(session.inputs):
+    if not _INPUT_NUMBER.fullmatch(text) or int(text) >= len(session.inputs):
         raise _BadRequest(f"input must be 0..{len(session.inputs) - 1}")
     return int(text)
+
+
+def _url_host(host: str) -> str:
+    return f"[{host}]" if ":" in host and not host.startswith("[") else host
 
 
 __all__ = ["CSP", "ViewServer", "static_bytes"]

@@ -1,17 +1,32 @@
-/* pysafetensors view: one checkpoint (or two, diffed) in the browser.
+/* pysafetensors view: one checkpoint (or two, compared) in the browser.
  *
- * Every string from the checkpoint (tensor names, metadata keys and values) is attacker-
- * controlled, so the page builds its DOM with createElement/textContent only: no innerHTML,
- * no string-built markup.  The data comes from the local server's JSON API, or, in an exported
- * report, from a JSON block embedded in the page (the same shapes), so one code path renders
- * both.  Lists are virtualised: only the rows in view exist in the DOM, so a 100,000-tensor
- * header renders as fast as a small one.
+ * Every string from a checkpoint (tensor names, metadata keys and values) is attacker-controlled,
+ * so the page builds its DOM with createElement and textContent only: no innerHTML, no markup
+ * built from strings, no event-handler attributes, and lookups by name go through Map (never a
+ * plain object, whose "__proto__" or "constructor" keys are not data).  The numbers come from the
+ * server, computed by the same library functions as the CLI's inspect, stats and diff; the page
+ * formats them and never recomputes them.
+ *
+ * The data is the local server's JSON (api/checkpoint, then api/values and api/valuediff on
+ * demand) or, in an exported report, a JSON block embedded in the page with the same shape:
+ *   {inputs: [{label, format, local, summary, metadata: [[k, v]] | null, modelspec: [[k, v]],
+ *              thumbnail, tensors: {name: [], dtype: [], shape: [], params: [], bytes: [],
+ *              begin: [], end: [], file: [] | null}, tree: [label, params, count, bytes,
+ *              children, tensorIndex], stats: [{stats, histogram}] | null}],
+ *    diff: (diff --json) | null, live}
+ * Lists are virtualised: only the rows in view exist in the DOM, so a 100,000-tensor header
+ * renders as fast as a small one.
  */
 "use strict";
 
-const ROW = 26; // px, must match .row height in app.css
-const state = { data: null, input: 0, tab: "overview", selected: null, query: "", sort: { key: "offset", desc: false },
-  expanded: new Set([""]), embedded: false };
+const ROW = 26; // px; .row's height in app.css
+const AUTO_READ = 16 * 1024 * 1024; // a remote tensor up to this size is read on click; larger ones on request
+const THUMBNAIL = /^data:image\/(png|jpeg|webp);base64,[A-Za-z0-9+/]+={0,2}$/;
+const state = {
+  data: null, input: 0, tab: "overview", selected: null, query: "", sort: { key: "offset", desc: false },
+  expanded: new Set(), request: 0, diffFilter: null, log: false,
+  answers: new Map(), // "input:tensor index" or "diff:name" -> a reply already fetched
+};
 
 // ---- DOM helpers (text only) ------------------------------------------------------------
 function el(tag, attrs, ...kids) {
@@ -24,427 +39,620 @@ function el(tag, attrs, ...kids) {
   }
   for (const kid of kids.flat()) {
     if (kid === null || kid === undefined || kid === false) continue;
-    node.appendChild(kid instanceof Node ? kid : document.createTextNode(String(kid)));
+    node.append(kid instanceof Node ? kid : document.createTextNode(String(kid)));
   }
   return node;
 }
 function clear(node) { while (node.firstChild) node.removeChild(node.firstChild); return node; }
-const fmtInt = (n) => (n === null || n === undefined ? "" : Number(n).toLocaleString("en-US"));
+function fmtInt(n) {
+  if (n === null || n === undefined) return "";
+  if (typeof n === "string") return n.replace(/\B(?=(\d{3})+(?!\d))/g, ","); // exact big integers
+  return Number(n).toLocaleString("en-US");
+}
 function fmtBytes(n) {
   if (n === null || n === undefined) return "";
-  const units = ["B", "KiB", "MiB", "GiB", "TiB"];
+  const units = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
   let v = Number(n), u = 0;
   while (v >= 1024 && u < units.length - 1) { v /= 1024; u++; }
   return (u === 0 ? String(v) : v.toFixed(v >= 100 ? 0 : v >= 10 ? 1 : 2)) + " " + units[u];
 }
 function fmtNum(x) {
-  if (x === null || x === undefined) return "";
+  if (x === null || x === undefined) return "—";
   if (typeof x === "string") return x; // "inf", "-inf", "nan", exact big integers
+  if (typeof x === "boolean") return x ? "yes" : "no";
   if (Number.isInteger(x)) return fmtInt(x);
   const a = Math.abs(x);
-  return a !== 0 && (a < 1e-3 || a >= 1e6) ? x.toExponential(4) : x.toPrecision(6);
+  return a !== 0 && (a < 1e-4 || a >= 1e6) ? x.toExponential(5) : String(Number(x.toPrecision(6)));
 }
 const shapeText = (s) => "[" + s.join(", ") + "]";
+function kvTable(pairs, id, across) { // across: pairs per table row (the detail panel shows two)
+  const table = el("table", { class: "kv" + (across > 1 ? " compact" : ""), id });
+  const n = across || 1;
+  for (let i = 0; i < pairs.length; i += n) {
+    const tr = el("tr");
+    for (const [k, v] of pairs.slice(i, i + n)) tr.append(el("td", { class: "key" }, k), el("td", { class: "val" }, v));
+    table.append(tr);
+  }
+  return table;
+}
+function card(label, value, id) {
+  return el("div", { class: "card", id }, el("div", { class: "label" }, label), el("div", { class: "value" }, value));
+}
 
-// ---- data access: the local server, or the JSON embedded in an exported report ------------
+function remember(key, value) { // the last 16 replies (a heatmap is a few MB)
+  state.answers.delete(key);
+  state.answers.set(key, value);
+  if (state.answers.size > 16) state.answers.delete(state.answers.keys().next().value);
+}
+
+// ---- data: the local server, or the JSON embedded in an exported report --------------------
 async function api(path, params) {
   const url = new URL(path, document.baseURI);
-  for (const [k, v] of Object.entries(params || {})) url.searchParams.set(k, v);
+  for (const [k, v] of Object.entries(params || {})) url.searchParams.set(k, String(v));
   const reply = await fetch(url, { credentials: "same-origin", headers: { Accept: "application/json" } });
-  const body = await reply.json().catch(() => ({ error: reply.statusText }));
+  const body = await reply.json().catch(() => ({ error: reply.status + " " + reply.statusText }));
   if (!reply.ok || body.error) throw new Error(body.error || reply.statusText);
   return body;
 }
 async function loadData() {
   const embedded = document.getElementById("pst-data");
-  if (embedded) { state.embedded = true; return JSON.parse(embedded.textContent); }
+  if (embedded) return Object.assign(JSON.parse(embedded.textContent), { live: false });
   return api("api/checkpoint");
 }
 const current = () => state.data.inputs[state.input];
-function tensorCount(inp) { return inp.tensors.name.length; }
+function indexOf(inp) { // name -> tensor index
+  if (!inp._index) { inp._index = new Map(); inp.tensors.name.forEach((n, i) => inp._index.set(n, i)); }
+  return inp._index;
+}
 function tensorRow(inp, i) {
   const t = inp.tensors;
+  const files = inp.summary.files;
   return { index: i, name: t.name[i], dtype: t.dtype[i], shape: t.shape[i], params: t.params[i], bytes: t.bytes[i],
-    begin: t.begin[i], end: t.end[i], file: t.file ? t.file[i] : null };
+    begin: t.begin[i], end: t.end[i], file: t.file && files ? files[t.file[i]] : null };
 }
 
-// ---- search: substring, or a glob when the query holds * ? or [ --------------------------
+// ---- search: a substring, or a shell glob (fnmatch: * ? [seq] [!seq]) when the query has * ? or [
+function globToRegExp(q) {
+  let re = "";
+  for (let i = 0; i < q.length; i++) {
+    const c = q[i];
+    if (c === "*") re += "[\\s\\S]*";
+    else if (c === "?") re += "[\\s\\S]";
+    else if (c === "[") {
+      let j = i + 1;
+      if (q[j] === "!") j++;
+      if (q[j] === "]") j++;
+      while (j < q.length && q[j] !== "]") j++;
+      if (j >= q.length) { re += "\\["; continue; }
+      let body = q.slice(i + 1, j);
+      const negate = body.startsWith("!");
+      if (negate) body = body.slice(1);
+      body = body.replace(/\\/g, "\\\\").replace(/\^/g, "\\^").replace(/\[/g, "\\[");
+      re += "[" + (negate ? "^" : "") + body + "]";
+      i = j;
+    } else re += c.replace(/[.*+?^${}()|[\]\\/]/g, "\\$&");
+  }
+  return new RegExp("^" + re + "$", "u");
+}
 function matcher(query) {
   const q = query.trim();
   if (!q) return null;
   if (/[*?[]/.test(q)) {
-    let re = "";
-    for (let i = 0; i < q.length; i++) {
-      const c = q[i];
-      if (c === "*") re += ".*";
-      else if (c === "?") re += ".";
-      else if (c === "[") {
-        const end = q.indexOf("]", i + 1);
-        if (end < 0) { re += "\\["; continue; }
-        let body = q.slice(i + 1, end).replace(/\\/g, "\\\\");
-        if (body.startsWith("!")) body = "^" + body.slice(1);
-        re += "[" + body + "]"; i = end;
-      } else re += c.replace(/[.+^${}()|\\\]]/g, "\\$&");
-    }
-    let rx;
-    try { rx = new RegExp("^" + re + "$"); } catch { return (name) => name.includes(q); }
-    return (name) => rx.test(name);
+    try { const rx = globToRegExp(q); return (name) => rx.test(name); } catch { /* fall through */ }
   }
   return (name) => name.includes(q);
 }
 
-// ---- tabs ---------------------------------------------------------------------------------
+// ---- a virtual list: a fixed-height scroller that holds only the rows in view ---------------
+class VList {
+  constructor(id, head) {
+    this.box = el("div", { class: "vlist", id });
+    this.head = head || null;
+    this.spacer = el("div", { class: "spacer" });
+    if (this.head) this.box.append(this.head);
+    this.box.append(this.spacer);
+    this.count = 0; this.render = null; this.drawn = "";
+    this.box.addEventListener("scroll", () => this.draw());
+  }
+  set(count, render, keepScroll) {
+    this.count = count; this.render = render; this.drawn = "";
+    this.spacer.style.height = count * ROW + "px";
+    if (!keepScroll) this.box.scrollTop = 0;
+    this.draw();
+    requestAnimationFrame(() => this.draw()); // once laid out, the real height is known
+  }
+  draw() {
+    const top = this.box.scrollTop - (this.head ? ROW : 0);
+    const height = this.box.clientHeight || 600;
+    const first = Math.max(0, Math.floor(top / ROW) - 8);
+    const last = Math.min(this.count, Math.ceil((top + height) / ROW) + 8);
+    const key = first + ":" + last + ":" + this.count;
+    if (key === this.drawn) return;
+    this.drawn = key;
+    clear(this.spacer);
+    for (let i = first; i < last; i++) {
+      const row = this.render(i);
+      row.style.top = i * ROW + "px";
+      this.spacer.append(row);
+    }
+  }
+}
+function searchBox(onInput, placeholder) {
+  const box = el("input", { type: "search", id: "search", placeholder, autocomplete: "off", spellcheck: "false" });
+  box.value = state.query;
+  let timer = null;
+  box.addEventListener("input", () => { clearTimeout(timer); timer = setTimeout(() => { state.query = box.value; onInput(); }, 40); });
+  return box;
+}
+
+// ---- tabs -----------------------------------------------------------------------------------
 const TABS = [["overview", "Overview"], ["tree", "Tree"], ["table", "Table"], ["diff", "Diff"]];
 function renderTabs() {
   const nav = clear(document.getElementById("tabs"));
   for (const [id, label] of TABS) {
     if (id === "diff" && !state.data.diff) continue;
-    nav.appendChild(el("button", { class: state.tab === id ? "active" : "", "data-tab": id,
+    nav.append(el("button", { class: state.tab === id ? "active" : "", "data-tab": id,
       on: { click: () => { state.tab = id; render(); } } }, label));
   }
   const picker = document.getElementById("input-picker");
   if (state.data.inputs.length > 1) {
-    picker.hidden = false;
+    document.getElementById("input-picker-label").hidden = false;
     clear(picker);
-    state.data.inputs.forEach((inp, i) => picker.appendChild(el("option", { value: i, selected: i === state.input }, inp.label)));
-    picker.onchange = () => { state.input = Number(picker.value); state.selected = null; state.expanded = new Set([""]); render(); };
+    state.data.inputs.forEach((inp, i) => picker.append(el("option", { value: i, selected: i === state.input },
+      (i === 0 ? "A: " : "B: ") + inp.label)));
+    picker.onchange = () => { state.input = Number(picker.value); state.selected = null; state.expanded = new Set(); render(); };
   }
 }
 function render() {
   renderTabs();
   const inp = current();
-  document.getElementById("title").textContent = inp.label;
-  document.title = inp.label + " — pysafetensors view";
+  const title = state.data.diff ? state.data.inputs.map((x) => x.label).join("  vs  ") : inp.label;
+  document.getElementById("title").textContent = title;
+  document.title = title + " — pysafetensors view";
   const view = clear(document.getElementById("view"));
   if (state.tab === "overview") renderOverview(view, inp);
   else if (state.tab === "tree") renderTree(view, inp);
   else if (state.tab === "table") renderTable(view, inp);
   else if (state.tab === "diff") renderDiff(view);
-  renderDetail();
+  if (state.tab === "diff") document.getElementById("detail").hidden = true;
+  else renderDetail();
 }
 
-// ---- overview -----------------------------------------------------------------------------
-function card(label, value, id) {
-  return el("div", { class: "card", id }, el("div", { class: "label" }, label), el("div", { class: "value" }, value));
-}
-function kvTable(obj, id) {
-  const table = el("table", { class: "kv", id });
-  for (const [k, v] of Object.entries(obj)) table.appendChild(el("tr", {}, el("td", {}, k), el("td", { class: "val" }, v)));
-  return table;
-}
+// ---- overview: what inspect prints ------------------------------------------------------------
 function renderOverview(view, inp) {
   const s = inp.summary;
-  view.appendChild(el("div", { class: "cards" },
+  const cards = el("div", { class: "cards" },
     card("Parameters", fmtInt(s.parameter_count), "param-count"),
     card("Tensors", fmtInt(s.tensor_count), "tensor-count"),
-    card(s.files ? "Total size" : "File size", fmtBytes(s.file_size) + " (" + fmtInt(s.file_size) + " B)"),
-    card("Header", fmtBytes(s.header_size)),
-    card("Format", inp.format + (inp.format_version ? " v" + inp.format_version : ""))));
+    card(s.files ? "Total size" : "File size", fmtBytes(s.file_size), "file-size"),
+    card("Header", fmtBytes(s.header_size), "header-size"),
+    card("Format", inp.format));
+  if (s.files) cards.append(card("Shards", fmtInt(s.files.length), "shard-count"));
+  view.append(cards);
+  view.append(el("p", { class: "muted", id: "path" }, s.path + ": " + fmtInt(s.file_size) + " bytes, header "
+    + fmtInt(s.header_size) + " bytes"));
   const dtypes = el("table", { class: "grid", id: "dtypes" },
     el("tr", {}, el("th", {}, "dtype"), el("th", { class: "num" }, "parameters"), el("th", { class: "num" }, "bytes")));
   for (const [dt, n] of Object.entries(s.parameters_by_dtype)) {
-    dtypes.appendChild(el("tr", {}, el("td", {}, dt), el("td", { class: "num" }, fmtInt(n)),
-      el("td", { class: "num" }, fmtBytes((s.bytes_by_dtype || {})[dt]))));
+    const bytes = s.bytes_by_dtype[dt];
+    dtypes.append(el("tr", {}, el("td", {}, dt), el("td", { class: "num" }, fmtInt(n)),
+      el("td", { class: "num" }, fmtInt(bytes) + " (" + fmtBytes(bytes) + ")")));
   }
-  view.appendChild(el("h2", {}, "Parameters by dtype"), dtypes);
-  if (s.files && s.files.length) {
-    const shards = el("table", { class: "grid", id: "shards" }, el("tr", {}, el("th", {}, "shard"), el("th", { class: "num" }, "tensors")));
-    const counts = {};
-    (inp.tensors.file || []).forEach((f) => { counts[f] = (counts[f] || 0) + 1; });
-    for (const f of s.files) shards.appendChild(el("tr", {}, el("td", {}, f), el("td", { class: "num" }, fmtInt(counts[f] || 0))));
-    view.appendChild(el("h2", {}, "Shards (" + s.files.length + ")"), shards);
+  view.append(el("h2", {}, "Parameters by dtype"), dtypes);
+  if (s.files) {
+    const shards = el("table", { class: "grid", id: "shards" }, el("tr", {}, el("th", {}, "#"), el("th", {}, "shard")));
+    s.files.forEach((f, i) => shards.append(el("tr", {}, el("td", { class: "num" }, i + 1), el("td", {}, f))));
+    view.append(el("h2", {}, "Shards"), shards);
   }
-  if (inp.modelspec && Object.keys(inp.modelspec).length) {
+  if (inp.modelspec && inp.modelspec.length) {
     const box = el("div", { class: "card modelspec", id: "modelspec" });
-    if (inp.thumbnail) box.appendChild(el("img", { src: inp.thumbnail, alt: "ModelSpec thumbnail", id: "thumbnail" }));
-    const fields = {};
-    for (const [k, v] of Object.entries(inp.modelspec)) if (!(k === "modelspec.thumbnail" && inp.thumbnail)) fields[k] = v;
-    box.appendChild(kvTable(fields));
-    view.appendChild(el("h2", {}, "ModelSpec"), box);
+    const image = inp.thumbnail && THUMBNAIL.test(inp.thumbnail) ? inp.thumbnail : null;
+    if (image) box.append(el("img", { src: image, alt: "ModelSpec thumbnail", id: "thumbnail" }));
+    const fields = inp.modelspec.filter(([k]) => !(image && k === "modelspec.thumbnail"))
+      .map(([k, v]) => [k.slice("modelspec.".length), v]);
+    box.append(kvTable(fields, "modelspec-fields"));
+    view.append(el("h2", {}, "ModelSpec"), box);
   }
-  const meta = inp.metadata || {};
-  view.appendChild(el("h2", {}, "Metadata (" + Object.keys(meta).length + ")"));
-  view.appendChild(Object.keys(meta).length ? kvTable(meta, "metadata") : el("p", { class: "muted" }, "No metadata."));
-  if (inp.notes && inp.notes.length) view.appendChild(el("h2", {}, "Notes"), el("ul", {}, inp.notes.map((n) => el("li", {}, n))));
-}
-
-// ---- virtual list -------------------------------------------------------------------------
-function virtualList(container, count, renderRow) {
-  const spacer = el("div", { class: "spacer" });
-  spacer.style.height = count * ROW + "px";
-  container.appendChild(spacer);
-  let drawn = "";
-  function draw() {
-    const first = Math.max(0, Math.floor(container.scrollTop / ROW) - 10);
-    const last = Math.min(count, Math.ceil((container.scrollTop + container.clientHeight) / ROW) + 10);
-    const key = first + ":" + last;
-    if (key === drawn) return;
-    drawn = key;
-    clear(spacer);
-    for (let i = first; i < last; i++) {
-      const row = renderRow(i);
-      row.style.top = i * ROW + "px";
-      spacer.appendChild(row);
+  const where = s.files ? " (from the index)" : "";
+  if (inp.metadata === null) view.append(el("h2", {}, "Metadata" + where), el("p", { class: "muted" }, "No metadata."));
+  else {
+    view.append(el("h2", {}, "Metadata (" + inp.metadata.length + ")" + where));
+    view.append(inp.metadata.length ? kvTable(inp.metadata, "metadata") : el("p", { class: "muted" }, "Empty."));
+  }
+  for (const group of s.shard_metadata || []) {
+    view.append(el("h2", {}, "Shard header metadata: " + group.files.join(", ")));
+    view.append(group.metadata ? kvTable(Object.entries(group.metadata)) : el("p", { class: "muted" }, "None."));
+  }
+  if (s.metadata_disagreements && s.metadata_disagreements.length) {
+    const list = el("ul", { id: "disagreements" });
+    for (const d of s.metadata_disagreements) {
+      const parts = (d.index !== null ? ["index " + JSON.stringify(d.index)] : [])
+        .concat(Object.entries(d.shards).map(([f, v]) => f + " " + (v === null ? "(absent)" : JSON.stringify(v))));
+      list.append(el("li", { class: "changed" }, "shard headers disagree on " + d.key + ": " + parts.join(", ")));
     }
+    view.append(el("h2", {}, "Disagreements"), list);
   }
-  container.addEventListener("scroll", () => requestAnimationFrame(draw));
-  requestAnimationFrame(draw);
-  draw();
 }
-function searchBox(onInput, placeholder) {
-  const box = el("input", { type: "search", id: "search", placeholder, value: state.query, autocomplete: "off" });
-  let timer = null;
-  box.addEventListener("input", () => { clearTimeout(timer); timer = setTimeout(() => { state.query = box.value; onInput(); }, 60); });
-  return box;
-}
-function selectTensor(i) { state.selected = i; renderDetail(); document.querySelectorAll(".row.selected").forEach((r) => r.classList.remove("selected")); }
 
-// ---- tree: the server's tree (same numbers as inspect --tree), expanded on demand -----------
-// node = [label, parameters, tensors, bytes, children, tensorIndex]; label is the dotted path.
+// ---- tree: the server's tree (inspect --tree's numbers), groups expanded on demand ---------------
 function visibleNodes(root) {
   const out = [];
-  (function walk(node, depth) {
-    for (const child of node[4]) {
-      out.push([child, depth]);
-      if (child[4].length && state.expanded.has(child[0])) walk(child, depth + 1);
+  const stack = [];
+  for (let i = root[4].length - 1; i >= 0; i--) stack.push([root[4][i], 0, ""]);
+  while (stack.length) {
+    const [node, depth, parent] = stack.pop();
+    const path = parent ? parent + "." + node[0] : node[0];
+    out.push([node, depth, path]);
+    if (node[4].length && state.expanded.has(path)) {
+      for (let i = node[4].length - 1; i >= 0; i--) stack.push([node[4][i], depth + 1, path]);
     }
-  })(root, 0);
+  }
   return out;
 }
-function renderTree(view, inp) {
-  const list = el("div", { class: "vlist", id: "tree" });
-  const status = el("span", { class: "muted", id: "match-count" });
-  const redraw = () => { clear(list); list.scrollTop = 0; fillTree(list, inp, status); };
-  view.appendChild(el("div", { class: "toolbar" }, searchBox(redraw, "Filter tensors: substring or glob (e.g. *.attention.*)"), status,
-    el("button", { class: "action", on: { click: () => { state.expanded = new Set([""]); redraw(); } } }, "Collapse all")));
-  view.appendChild(list);
-  fillTree(list, inp, status);
+function tensorCells(inp, i) {
+  const t = inp.tensors;
+  return [el("span", { class: "cell w1" }, t.dtype[i]), el("span", { class: "cell w2" }, shapeText(t.shape[i])),
+    el("span", { class: "cell w3" }, fmtInt(t.params[i]))];
 }
-function fillTree(list, inp, status) {
+function renderTree(view, inp) {
+  const list = new VList("tree");
+  const status = el("span", { class: "muted", id: "match-count" });
+  const fill = (keep) => fillTree(list, inp, status, keep);
+  view.append(el("div", { class: "toolbar" }, searchBox(() => fill(false), "Filter: substring, or glob (e.g. *.attention.*)"),
+    status, el("button", { class: "action", id: "collapse", on: { click: () => { state.expanded = new Set(); fill(false); } } }, "Collapse all")));
+  view.append(list.box);
+  fill(false);
+}
+function fillTree(list, inp, status, keep) {
   const match = matcher(state.query);
-  if (match) { // filtering: the matching tensors, flat
+  const names = inp.tensors.name;
+  if (match) { // filtering: the matching tensors by full name
     const hits = [];
-    const names = inp.tensors.name;
     for (let i = 0; i < names.length; i++) if (match(names[i])) hits.push(i);
     status.textContent = fmtInt(hits.length) + " of " + fmtInt(names.length) + " tensors";
-    virtualList(list, hits.length, (k) => tensorRowEl(inp, hits[k], 0));
+    list.set(hits.length, (k) => tensorLine(inp, hits[k], names[hits[k]], 0), keep);
     return;
   }
-  status.textContent = fmtInt(tensorCount(inp)) + " tensors";
+  status.textContent = fmtInt(names.length) + " tensors";
   const nodes = visibleNodes(inp.tree);
-  virtualList(list, nodes.length, (k) => {
-    const [node, depth] = nodes[k];
-    const [path, params, count, , kids, index] = node;
-    const label = depth === 0 ? path : path.slice(path.lastIndexOf(".", path.length - 1) + 1) || path;
+  list.set(nodes.length, (k) => {
+    const [node, depth, path] = nodes[k];
+    const [label, params, count, , kids, index] = node;
+    if (index >= 0) return tensorLine(inp, index, label === "" ? '""' : label, depth);
     const open = state.expanded.has(path);
-    const row = el("div", { class: "row" + (index >= 0 && index === state.selected ? " selected" : ""), "data-path": path },
-      el("span", { class: "name" }, el("span", { class: "twisty" }, kids.length ? (open ? "▾" : "▸") : ""), labelFor(node, depth, label)),
-      el("span", { class: "cell w1" }, index >= 0 ? inp.tensors.dtype[index] : ""),
-      el("span", { class: "cell w2" }, index >= 0 ? shapeText(inp.tensors.shape[index]) : fmtInt(count) + " tensors"),
+    const row = el("div", { class: "row group", "data-path": path },
+      el("span", { class: "name" }, el("span", { class: "twisty" }, open ? "▾" : "▸"), label === "" ? '""' : label),
+      el("span", { class: "cell w1" }, ""), el("span", { class: "cell w2" }, fmtInt(count) + (count === 1 ? " tensor" : " tensors")),
       el("span", { class: "cell w3" }, fmtInt(params)));
     row.style.paddingLeft = 8 + depth * 16 + "px";
     row.addEventListener("click", () => {
-      if (kids.length) {
-        if (open) state.expanded.delete(path); else state.expanded.add(path);
-        const keep = list.scrollTop; clear(list); fillTree(list, inp, status); list.scrollTop = keep;
-      }
-      if (index >= 0) selectTensor(index);
+      if (open) state.expanded.delete(path); else state.expanded.add(path);
+      fillTree(list, inp, status, true);
     });
     return row;
-  });
+  }, keep);
 }
-function labelFor(node, depth, label) { return depth === 0 ? node[0] : label; }
-function tensorRowEl(inp, i, depth) {
-  const r = tensorRow(inp, i);
-  const row = el("div", { class: "row" + (i === state.selected ? " selected" : ""), "data-tensor": r.name },
-    el("span", { class: "name" }, r.name),
-    el("span", { class: "cell w1" }, r.dtype),
-    el("span", { class: "cell w2" }, shapeText(r.shape)),
-    el("span", { class: "cell w3" }, fmtInt(r.params)));
+function tensorLine(inp, i, label, depth) {
+  const row = el("div", { class: "row" + (i === state.selected ? " selected" : ""), "data-tensor": inp.tensors.name[i] },
+    el("span", { class: "name" }, el("span", { class: "twisty" }, ""), label), ...tensorCells(inp, i));
   row.style.paddingLeft = 8 + depth * 16 + "px";
-  row.addEventListener("click", () => { selectTensor(i); row.classList.add("selected"); });
+  row.addEventListener("click", () => selectTensor(i, row));
   return row;
 }
+function selectTensor(i, row) {
+  state.selected = i;
+  document.querySelectorAll(".row.selected").forEach((r) => r.classList.remove("selected"));
+  if (row) row.classList.add("selected");
+  renderDetail();
+}
 
-// ---- table: flat, sortable ------------------------------------------------------------------
+// ---- table: flat, sortable -----------------------------------------------------------------------
 const COLUMNS = [["name", "name", "name"], ["dtype", "dtype", "cell w1"], ["shape", "shape", "cell w2"],
-  ["params", "params", "cell w3"], ["bytes", "bytes", "cell w3"], ["offset", "offsets", "cell w4"]];
-function sortedIndexes(inp, hits) {
-  const t = inp.tensors, { key, desc } = state.sort;
-  const val = {
-    name: (i) => t.name[i], dtype: (i) => t.dtype[i], shape: (i) => t.shape[i].length * 1e15 + t.params[i],
-    params: (i) => t.params[i], bytes: (i) => t.bytes[i], offset: (i) => (t.file ? t.file[i] : "") + ":" + String(t.begin[i]).padStart(20, "0"),
-  }[key];
-  const cmp = (a, b) => { const x = val(a), y = val(b); return x < y ? -1 : x > y ? 1 : 0; };
-  hits.sort((a, b) => (desc ? -cmp(a, b) : cmp(a, b)));
-  return hits;
+  ["params", "parameters", "cell w3"], ["bytes", "bytes", "cell w3"], ["offset", "data offsets", "cell w4"]];
+function sortedOrder(inp) { // cached per input and key; descending is the reverse
+  inp._orders = inp._orders || new Map();
+  const key = state.sort.key;
+  if (!inp._orders.has(key)) {
+    const t = inp.tensors, n = t.name.length;
+    const order = Array.from({ length: n }, (_, i) => i);
+    const by = {
+      name: (a, b) => (t.name[a] < t.name[b] ? -1 : t.name[a] > t.name[b] ? 1 : 0),
+      dtype: (a, b) => (t.dtype[a] < t.dtype[b] ? -1 : t.dtype[a] > t.dtype[b] ? 1 : 0) || a - b,
+      shape: (a, b) => { const x = t.shape[a], y = t.shape[b]; if (x.length !== y.length) return x.length - y.length;
+        for (let k = 0; k < x.length; k++) if (x[k] !== y[k]) return x[k] - y[k]; return a - b; },
+      params: (a, b) => t.params[a] - t.params[b] || a - b,
+      bytes: (a, b) => t.bytes[a] - t.bytes[b] || a - b,
+      offset: null, // file order: the order the columns come in
+    }[key];
+    if (by) order.sort(by);
+    inp._orders.set(key, order);
+  }
+  const order = inp._orders.get(key);
+  return state.sort.desc ? order.slice().reverse() : order;
 }
 function renderTable(view, inp) {
-  const list = el("div", { class: "vlist", id: "table" });
+  const head = el("div", { class: "row head" });
+  const list = new VList("table", head);
   const status = el("span", { class: "muted", id: "match-count" });
-  const redraw = () => { clear(list); list.scrollTop = 0; fillTable(list, inp, status); };
-  view.appendChild(el("div", { class: "toolbar" }, searchBox(redraw, "Filter tensors: substring or glob"), status));
-  view.appendChild(list);
+  view.append(el("div", { class: "toolbar" }, searchBox(() => fillTable(list, inp, status), "Filter: substring, or glob"), status));
+  view.append(list.box);
   fillTable(list, inp, status);
 }
 function fillTable(list, inp, status) {
-  const match = matcher(state.query);
-  const hits = [];
-  for (let i = 0; i < inp.tensors.name.length; i++) if (!match || match(inp.tensors.name[i])) hits.push(i);
-  sortedIndexes(inp, hits);
-  status.textContent = fmtInt(hits.length) + " tensors";
-  const head = el("div", { class: "row head" });
+  const head = clear(list.head);
   for (const [key, label, cls] of COLUMNS) {
     const arrow = state.sort.key === key ? (state.sort.desc ? " ▾" : " ▴") : "";
-    head.appendChild(el("span", { class: cls, "data-sort": key, on: { click: () => {
+    head.append(el("span", { class: cls, "data-sort": key, on: { click: () => {
       state.sort = { key, desc: state.sort.key === key ? !state.sort.desc : false };
-      clear(list); fillTable(list, inp, status);
+      fillTable(list, inp, status);
     } } }, label + arrow));
   }
-  list.appendChild(head);
-  virtualList(list, hits.length, (k) => {
+  const match = matcher(state.query);
+  const names = inp.tensors.name;
+  const order = sortedOrder(inp);
+  const hits = match ? order.filter((i) => match(names[i])) : order;
+  status.textContent = fmtInt(hits.length) + " of " + fmtInt(names.length) + " tensors";
+  list.set(hits.length, (k) => {
     const r = tensorRow(inp, hits[k]);
     const row = el("div", { class: "row" + (r.index === state.selected ? " selected" : ""), "data-tensor": r.name },
-      el("span", { class: "name" }, r.name), el("span", { class: "cell w1" }, r.dtype),
-      el("span", { class: "cell w2" }, shapeText(r.shape)), el("span", { class: "cell w3" }, fmtInt(r.params)),
+      el("span", { class: "name" }, r.name), ...tensorCells(inp, r.index),
       el("span", { class: "cell w3" }, fmtBytes(r.bytes)),
       el("span", { class: "cell w4" }, (r.file ? r.file + " " : "") + "[" + r.begin + ", " + r.end + ")"));
-    row.style.top = (k + 1) * ROW + "px";
-    row.addEventListener("click", () => { selectTensor(r.index); row.classList.add("selected"); });
+    row.addEventListener("click", () => selectTensor(r.index, row));
     return row;
   });
 }
 
-// ---- tensor detail, stats, histogram, heatmap ------------------------------------------------
+// ---- tensor detail: header facts, then stats, histogram and heatmap ------------------------------
 function renderDetail() {
   const aside = document.getElementById("detail");
-  if (state.selected === null || state.tab === "overview" || state.tab === "diff") { aside.hidden = true; return; }
+  if (state.selected === null || state.tab === "overview") { aside.hidden = true; return; }
   const inp = current(), r = tensorRow(inp, state.selected);
   aside.hidden = false;
   clear(aside);
-  const info = { dtype: r.dtype, shape: shapeText(r.shape), parameters: fmtInt(r.params), bytes: fmtBytes(r.bytes) + " (" + fmtInt(r.bytes) + ")",
-    data_offsets: "[" + r.begin + ", " + r.end + ")" };
-  if (r.file) info.shard = r.file;
-  const extra = inp.tensors.extra ? inp.tensors.extra[r.index] : null;
-  if (extra) Object.assign(info, extra);
+  const info = [["dtype", r.dtype], ["shape", shapeText(r.shape)], ["parameters", fmtInt(r.params)],
+    ["bytes", fmtInt(r.bytes) + " (" + fmtBytes(r.bytes) + ")"], ["data_offsets", "[" + r.begin + ", " + r.end + ")"]];
+  if (r.file) info.push(["shard", r.file]);
   const out = el("div", { id: "values" });
-  aside.appendChild(el("div", { class: "detail" }, el("h3", { id: "detail-name" }, r.name), kvTable(info, "tensor-info"), out));
-  const stored = inp.stats && inp.stats[r.name];
-  if (stored) { showValues(out, stored, r); return; }
-  if (state.embedded) { out.appendChild(el("p", { class: "muted" }, "Values are not in this report (export with --with-stats).")); return; }
-  const button = el("button", { class: "action", id: "compute-stats" }, "Compute stats (reads " + fmtBytes(r.bytes) + ")");
-  button.addEventListener("click", async () => {
-    button.disabled = true; button.textContent = "Reading…";
-    try { showValues(clear(out), await api("api/values", { i: state.input, name: r.name }), r); }
-    catch (e) { clear(out).appendChild(el("p", { class: "error", id: "stats-error" }, String(e.message || e))); }
-  });
-  out.appendChild(button);
+  aside.append(el("div", { class: "detail" }, el("h3", { id: "detail-name" }, r.name), kvTable(info, "tensor-info"), out));
+  if (!state.data.live) {
+    const stored = inp.stats ? inp.stats[r.index] : null;
+    if (stored) showValues(out, stored, r);
+    else out.append(el("p", { class: "muted" }, "Values are not in this report (export with --with-stats)."));
+    return;
+  }
+  const key = state.input + ":" + r.index;
+  if (state.answers.has(key)) { showValues(out, state.answers.get(key), r); return; }
+  const load = () => {
+    const ticket = ++state.request;
+    clear(out).append(el("p", { class: "muted", id: "reading" }, "Reading " + fmtBytes(r.bytes) + "…"));
+    api("api/values", { i: state.input, name: r.name }).then((v) => {
+      remember(key, v);
+      if (ticket === state.request) showValues(clear(out), v, r);
+    }).catch((e) => {
+      if (ticket === state.request) clear(out).append(el("p", { class: "error", id: "stats-error" }, String(e.message || e)));
+    });
+  };
+  if (inp.local || r.bytes <= AUTO_READ) load();
+  else out.append(el("button", { class: "action", id: "compute-stats", on: { click: load } },
+    "Read values (" + fmtBytes(r.bytes) + " over the network)"));
 }
 function showValues(out, v, r) {
   const s = v.stats;
-  const table = {};
-  for (const k of ["min", "max", "mean", "std", "nan", "inf", "zeros"]) if (k in s) table[k] = fmtNum(s[k]);
-  out.appendChild(el("h2", {}, "Values"), kvTable(table, "stats"));
-  if (v.histogram) {
-    out.appendChild(el("h2", {}, "Histogram"));
-    const c = el("canvas", { id: "histogram", width: 380, height: 150 });
-    out.appendChild(c);
-    drawHistogram(c, v.histogram);
-  }
+  const rows = [["elements", fmtInt(s.elements)]];
+  for (const k of ["min", "max", "mean", "std", "nan", "inf", "zeros"]) rows.push([k, fmtNum(s[k])]);
+  out.append(el("h2", {}, "Values"), kvTable(rows, "stats", 2));
+  if (v.histogram) out.append(histogramBox(v.histogram, "histogram", "Histogram of " + v.histogram.of));
   if (v.heatmap) {
     const h = v.heatmap;
-    out.appendChild(el("h2", {}, "Heatmap " + h.rows + "×" + h.cols + (h.reduced ? " (block means of " + shapeText(h.source_shape) + ")" : "")));
-    const c = el("canvas", { id: "heatmap", width: Math.min(380, Math.max(h.cols, 64)), height: Math.min(380, Math.max(h.rows, 64)) });
-    out.appendChild(c);
-    out.appendChild(el("div", { class: "legend" }, el("span", {}, fmtNum(h.vmin)), el("span", {}, "0"), el("span", {}, fmtNum(h.vmax))));
+    const cellsDown = h.cells.length, cellsAcross = cellsDown ? h.cells[0].length : 0;
+    out.append(el("h2", {}, "Heatmap"));
+    out.append(el("p", { class: "muted" }, h.rows + " × " + h.cols + " matrix in " + cellsDown + " × " + cellsAcross
+      + " cells (" + (h.reduce === "mean" ? "mean" : "largest magnitude") + " of each)"));
+    const width = 392, aspect = h.rows / Math.max(1, h.cols);
+    const c = el("canvas", { id: "heatmap", width, height: Math.round(Math.max(48, Math.min(320, width * aspect))) });
+    out.append(c);
+    const sc = heatScale(h);
+    out.append(el("div", { class: "legend", id: "heatmap-legend" }, el("span", {}, "min " + fmtNum(h.min)),
+      el("span", { class: "scale" }, "colours span " + fmtNum(sc.lo) + " to " + fmtNum(sc.hi)), el("span", {}, "max " + fmtNum(h.max))));
     drawHeatmap(c, h);
+  } else if (r && r.shape.length >= 2 && state.data.live) {
+    out.append(el("p", { class: "muted" }, "No heatmap."));
   } else if (r && r.shape.length >= 2) {
-    out.appendChild(el("p", { class: "muted" }, "No heatmap for this dtype."));
+    out.append(el("p", { class: "muted" }, "Heatmaps are drawn by the live viewer (pysafetensors view FILE)."));
   }
 }
+function histogramBox(hist, id, title) {
+  const box = el("div", { class: "hist" });
+  const canvas = el("canvas", { id, width: 392, height: 120 });
+  const toggle = el("label", { class: "muted small" }, el("input", { type: "checkbox", checked: state.log }), " log scale");
+  toggle.firstChild.addEventListener("change", (e) => { state.log = e.target.checked; drawHistogram(canvas, hist); });
+  box.append(el("h2", {}, title));
+  box.append(toggle);
+  box.append(canvas);
+  const notes = [fmtInt(hist.finite) + " finite"];
+  if (hist.nan) notes.push(fmtInt(hist.nan) + " NaN");
+  if (hist.inf) notes.push(fmtInt(hist.inf) + " ±Inf");
+  if (hist.outside) notes.push(fmtInt(hist.outside) + " outside the range");
+  box.append(el("p", { class: "muted small" }, hist.counts.length + " bins, " + notes.join(", ")));
+  drawHistogram(canvas, hist);
+  return box;
+}
 function drawHistogram(canvas, hist) {
-  const ctx = canvas.getContext("2d"), W = canvas.width, H = canvas.height;
-  ctx.clearRect(0, 0, W, H);
-  const counts = hist.counts, max = Math.max(1, ...counts);
+  const ctx = canvas.getContext("2d"), W = canvas.width, H = canvas.height, base = H - 16;
+  ctx.fillStyle = "#ffffff"; ctx.fillRect(0, 0, W, H);
+  const counts = hist.counts, scale = state.log ? Math.log1p : (x) => x;
+  const max = Math.max(1, ...counts.map(scale));
   const bw = W / counts.length;
   ctx.fillStyle = "#3758c9";
   counts.forEach((n, i) => {
-    const h = n ? Math.max(1, (Math.log1p(n) / Math.log1p(max)) * (H - 16)) : 0;
-    ctx.fillRect(i * bw + 0.5, H - 14 - h, Math.max(1, bw - 1), h);
+    const h = n ? Math.max(1, (scale(n) / max) * (base - 4)) : 0;
+    ctx.fillRect(i * bw + 0.5, base - h, Math.max(1, bw - 1), h);
   });
-  ctx.fillStyle = "#667085"; ctx.font = "10px sans-serif";
-  ctx.fillText(fmtNum(hist.edges[0]), 2, H - 2);
-  const right = fmtNum(hist.edges[hist.edges.length - 1]);
-  ctx.fillText(right, W - ctx.measureText(right).width - 2, H - 2);
+  ctx.fillStyle = "#98a2b3"; ctx.fillRect(0, base, W, 1);
+  const lo = hist.edges[0], hi = hist.edges[hist.edges.length - 1];
+  if (lo < 0 && hi > 0) { ctx.fillRect(((0 - lo) / (hi - lo)) * W, 0, 1, base); }
+  ctx.fillStyle = "#475467"; ctx.font = "10px sans-serif";
+  ctx.fillText(fmtNum(lo), 2, H - 3);
+  const right = fmtNum(hi);
+  ctx.fillText(right, W - ctx.measureText(right).width - 2, H - 3);
+}
+// The colour scale spans the 1st to 99th percentile of the cells (a few outliers would wash out the
+// rest); diverging blue-white-red around 0 when the cells have both signs, else white to blue.
+function heatScale(h) {
+  const vals = [];
+  for (const line of h.cells) for (const v of line) if (v !== null) vals.push(v);
+  if (!vals.length) return { diverging: false, lo: 0, hi: 1 };
+  vals.sort((x, y) => x - y);
+  const q = (p) => vals[Math.min(vals.length - 1, Math.floor(p * (vals.length - 1)))];
+  if (h.min < 0 && h.max > 0) {
+    const lim = Math.max(-q(0.01), q(0.99)) || Math.max(-h.min, h.max);
+    return { diverging: true, lo: -lim, hi: lim };
+  }
+  const lo = q(0.01), hi = q(0.99);
+  return hi > lo ? { diverging: false, lo, hi } : { diverging: false, lo: h.min, hi: h.max };
+}
+function heatColor(v, sc) {
+  if (v === null) return [208, 213, 221];
+  if (sc.diverging) {
+    const t = Math.max(-1, Math.min(1, v / sc.hi));
+    return t < 0 ? [255 * (1 + t) + 20 * -t, 255 * (1 + t) + 60 * -t, 255 - 80 * -t]
+      : [255 - 75 * t, 255 * (1 - t) + 20 * t, 255 * (1 - t) + 30 * t];
+  }
+  const t = sc.hi > sc.lo ? Math.max(0, Math.min(1, (v - sc.lo) / (sc.hi - sc.lo))) : 0.5;
+  return [255 - 215 * t, 255 - 170 * t, 255 - 90 * t];
 }
 function drawHeatmap(canvas, h) {
   const ctx = canvas.getContext("2d");
-  const img = ctx.createImageData(h.cols, h.rows);
-  const lim = Math.max(Math.abs(h.vmin), Math.abs(h.vmax)) || 1;
-  for (let i = 0; i < h.rows * h.cols; i++) {
-    const v = h.values[i];
-    let rgb;
-    if (v === null) rgb = [255, 0, 255]; // NaN / no value
-    else {
-      const t = Math.max(-1, Math.min(1, v / lim)); // diverging: blue - white - red
-      rgb = t < 0 ? [255 * (1 + t), 255 * (1 + t), 255] : [255, 255 * (1 - t), 255 * (1 - t)];
+  const rows = h.cells.length, cols = rows ? h.cells[0].length : 0;
+  ctx.fillStyle = "#f2f4f7"; ctx.fillRect(0, 0, canvas.width, canvas.height);
+  if (!rows || !cols) return;
+  const img = ctx.createImageData(cols, rows);
+  const sc = heatScale(h);
+  for (let i = 0; i < rows; i++) {
+    const line = h.cells[i];
+    for (let j = 0; j < cols; j++) {
+      const [r, g, b] = heatColor(line[j], sc);
+      img.data.set([r, g, b, 255], (i * cols + j) * 4);
     }
-    img.data.set([rgb[0], rgb[1], rgb[2], 255], i * 4);
   }
   const off = document.createElement("canvas");
-  off.width = h.cols; off.height = h.rows;
+  off.width = cols; off.height = rows;
   off.getContext("2d").putImageData(img, 0, 0);
   ctx.imageSmoothingEnabled = false;
   ctx.drawImage(off, 0, 0, canvas.width, canvas.height);
 }
 
-// ---- diff ------------------------------------------------------------------------------------
+// ---- diff: the diff command's result; value differences on demand ----------------------------------
+function diffEntries() { // every tensor of A or B with its kind from the diff result, by name
+  const d = state.data.diff;
+  if (d._entries) return d._entries;
+  const kind = new Map();
+  for (const t of d.tensors_added) kind.set(t.name, "+");
+  for (const t of d.tensors_removed) kind.set(t.name, "-");
+  for (const c of d.tensors_changed) kind.set(c.name, "~");
+  const values = new Map();
+  for (const v of d.values || []) values.set(v.name, v);
+  const [a, b] = state.data.inputs;
+  const names = a.tensors.name.concat(d.tensors_added.map((t) => t.name));
+  const entries = names.map((name) => {
+    let k = kind.get(name) || "=";
+    const v = values.get(name);
+    if (k === "=" && v && (v.differing || !v.compared)) k = "≠";
+    return { name, kind: k, value: v || null };
+  });
+  d._entries = entries; d._values = values;
+  d._inA = indexOf(a); d._inB = indexOf(b);
+  return entries;
+}
+const KIND_TEXT = new Map([["+", "added"], ["-", "removed"], ["~", "changed"], ["≠", "values differ"], ["=", "unchanged"]]);
 function renderDiff(view) {
   const d = state.data.diff;
-  view.appendChild(el("div", { class: "cards" },
-    card("Added", fmtInt(d.added.length), "diff-added"), card("Removed", fmtInt(d.removed.length), "diff-removed"),
-    card("Changed", fmtInt(d.changed.length), "diff-changed"), card("Same", fmtInt(d.same_count), "diff-same")));
-  const list = el("table", { class: "grid", id: "diff-tensors" }, el("tr", {}, el("th", {}, ""), el("th", {}, "tensor"), el("th", {}, "A"), el("th", {}, "B")));
-  const desc = (t) => (t ? t.dtype + " " + shapeText(t.shape) : "");
-  for (const t of d.added) list.appendChild(el("tr", {}, el("td", { class: "added" }, "+"), el("td", {}, t.name), el("td", {}), el("td", {}, desc(t))));
-  for (const t of d.removed) list.appendChild(el("tr", {}, el("td", { class: "removed" }, "−"), el("td", {}, t.name), el("td", {}, desc(t)), el("td", {})));
-  for (const c of d.changed) {
-    const row = el("tr", { class: "changed-row", "data-tensor": c.name }, el("td", { class: "changed" }, "~"),
-      el("td", {}, c.name, " ", el("span", { class: "badge" }, c.reason)), el("td", {}, desc(c.a)), el("td", {}, desc(c.b)));
-    row.style.cursor = "pointer";
-    row.addEventListener("click", () => showValueDiff(c));
-    list.appendChild(row);
+  const entries = diffEntries();
+  const cards = el("div", { class: "cards" },
+    card("Added", fmtInt(d.tensors_added.length), "diff-added"), card("Removed", fmtInt(d.tensors_removed.length), "diff-removed"),
+    card("Changed", fmtInt(d.tensors_changed.length), "diff-changed"), card("Unchanged", fmtInt(d.tensors_unchanged), "diff-unchanged"),
+    card("Metadata", Object.keys(d.metadata_added).length + " added, " + Object.keys(d.metadata_removed).length + " removed, "
+      + Object.keys(d.metadata_changed).length + " changed", "diff-metadata-count"),
+    card("Result", d.same ? "identical" : "different", "diff-result"));
+  if (d.values) {
+    const differing = d.values.filter((v) => v.differing || !v.compared).length;
+    cards.append(card("Values", fmtInt(differing) + " of " + fmtInt(d.values.length) + " differ", "diff-values"));
   }
-  view.appendChild(el("h2", {}, "Tensors"), list);
-  const meta = el("table", { class: "grid", id: "diff-metadata" }, el("tr", {}, el("th", {}, "key"), el("th", {}, "A"), el("th", {}, "B")));
-  for (const m of d.metadata) meta.appendChild(el("tr", {}, el("td", {}, m.key), el("td", { class: "val" }, m.a ?? "—"), el("td", { class: "val" }, m.b ?? "—")));
-  view.appendChild(el("h2", {}, "Metadata changes (" + d.metadata.length + ")"), d.metadata.length ? meta : el("p", { class: "muted" }, "None."));
+  view.append(cards);
+  view.append(el("p", { class: "muted" }, "A: " + d.a + "   B: " + d.b));
+  const meta = el("table", { class: "grid", id: "diff-metadata" }, el("tr", {}, el("th", {}, ""), el("th", {}, "key"), el("th", {}, "A"), el("th", {}, "B")));
+  const keys = (o) => Object.keys(o).sort();
+  for (const k of keys(d.metadata_added)) meta.append(el("tr", {}, el("td", { class: "added" }, "+"), el("td", {}, k), el("td", {}, "—"), el("td", { class: "val" }, d.metadata_added[k])));
+  for (const k of keys(d.metadata_removed)) meta.append(el("tr", {}, el("td", { class: "removed" }, "−"), el("td", {}, k), el("td", { class: "val" }, d.metadata_removed[k]), el("td", {}, "—")));
+  for (const k of keys(d.metadata_changed)) meta.append(el("tr", {}, el("td", { class: "changed" }, "~"), el("td", {}, k), el("td", { class: "val" }, d.metadata_changed[k].a), el("td", { class: "val" }, d.metadata_changed[k].b)));
+  const nMeta = meta.rows.length - 1;
+  view.append(el("h2", {}, "Metadata changes (" + nMeta + ")"), nMeta ? meta : el("p", { class: "muted" }, "None."));
+
+  const changes = entries.filter((e) => e.kind !== "=");
+  if (state.diffFilter === null) state.diffFilter = changes.length ? "changes" : "all";
+  const select = el("select", { id: "diff-filter" }, el("option", { value: "changes", selected: state.diffFilter === "changes" }, "changes only"),
+    el("option", { value: "all", selected: state.diffFilter === "all" }, "all tensors"));
+  const list = new VList("diff-list");
+  const status = el("span", { class: "muted", id: "match-count" });
+  const fill = () => {
+    const match = matcher(state.query);
+    const pool = state.diffFilter === "changes" ? changes : entries;
+    const hits = match ? pool.filter((e) => match(e.name)) : pool;
+    status.textContent = fmtInt(hits.length) + " tensors";
+    list.set(hits.length, (k) => diffLine(hits[k]));
+  };
+  select.addEventListener("change", () => { state.diffFilter = select.value; fill(); });
+  view.append(el("h2", {}, "Tensors"), el("p", { class: "muted" }, "Click a tensor both hold to compare its values."));
+  view.append(el("div", { class: "toolbar" }, searchBox(fill, "Filter: substring, or glob"), select, status));
+  view.append(list.box);
+  fill();
 }
-async function showValueDiff(c) {
+function diffLine(e) {
+  const d = state.data.diff, [a, b] = state.data.inputs;
+  const ia = d._inA.get(e.name), ib = d._inB.get(e.name);
+  const desc = (inp, i) => (i === undefined ? "—" : inp.tensors.dtype[i] + " " + shapeText(inp.tensors.shape[i]));
+  const cls = { "+": "added", "-": "removed", "~": "changed", "≠": "changed", "=": "muted" }[e.kind];
+  const row = el("div", { class: "row", "data-tensor": e.name, "data-kind": KIND_TEXT.get(e.kind) },
+    el("span", { class: "cell w0 " + cls }, e.kind === "-" ? "−" : e.kind), el("span", { class: "name" }, e.name),
+    el("span", { class: "cell w4" }, desc(a, ia)), el("span", { class: "cell w4" }, desc(b, ib)),
+    el("span", { class: "cell w2 " + cls }, KIND_TEXT.get(e.kind)));
+  if (ia !== undefined && ib !== undefined) row.addEventListener("click", () => showValueDiff(e, row));
+  else row.classList.add("inert");
+  return row;
+}
+function showValueDiff(e, row) {
+  document.querySelectorAll(".row.selected").forEach((r) => r.classList.remove("selected"));
+  if (row) row.classList.add("selected");
   const aside = document.getElementById("detail");
   aside.hidden = false;
   clear(aside);
   const out = el("div", { id: "value-diff" });
-  aside.appendChild(el("div", { class: "detail" }, el("h3", {}, c.name), out));
-  const stored = state.data.value_diffs && state.data.value_diffs[c.name];
-  if (!stored && state.embedded) { out.appendChild(el("p", { class: "muted" }, "Value differences are not in this report.")); return; }
-  out.appendChild(el("p", { class: "muted" }, "Comparing values…"));
-  try {
-    const v = stored || (await api("api/valuediff", { name: c.name }));
+  aside.append(el("div", { class: "detail" }, el("h3", { id: "detail-name" }, e.name), out));
+  const show = (v) => {
     clear(out);
-    const rows = {};
-    for (const [k, val] of Object.entries(v.diff)) if (typeof val !== "object" || val === null) rows[k] = fmtNum(val);
-    out.appendChild(kvTable(rows, "value-diff-numbers"));
-    if (v.histogram) {
-      out.appendChild(el("h2", {}, "Differences (B − A)"));
-      const canvas = el("canvas", { id: "diff-histogram", width: 380, height: 150 });
-      out.appendChild(canvas);
-      drawHistogram(canvas, v.histogram);
-    }
-  } catch (e) { clear(out).appendChild(el("p", { class: "error" }, String(e.message || e))); }
+    const diff = v.diff || v;
+    const rows = [["compared", fmtNum(diff.compared)], ["elements", fmtInt(diff.elements)], ["differing", fmtInt(diff.differing)],
+      ["max_abs_diff", fmtNum(diff.max_abs_diff)], ["cosine_similarity", fmtNum(diff.cosine_similarity)]];
+    if (diff.reason) rows.push(["not compared", diff.reason]);
+    out.append(el("h2", {}, "Value differences (A − B)"), kvTable(rows, "value-diff-numbers", 2));
+    if (v.histogram) out.append(histogramBox(v.histogram, "diff-histogram", "Histogram of A − B"));
+    else if (!state.data.live && diff.compared) out.append(el("p", { class: "muted" }, "The histogram of differences is drawn by the live viewer."));
+  };
+  if (!state.data.live) {
+    if (e.value) show(e.value);
+    else out.append(el("p", { class: "muted" }, "Value differences are not in this report (export with --with-stats)."));
+    return;
+  }
+  const key = "diff:" + e.name;
+  if (state.answers.has(key)) { show(state.answers.get(key)); return; }
+  const ticket = ++state.request;
+  out.append(el("p", { class: "muted", id: "reading" }, "Comparing values…"));
+  api("api/valuediff", { name: e.name }).then((v) => { remember(key, v); if (ticket === state.request) show(v); })
+    .catch((err) => { if (ticket === state.request) clear(out).append(el("p", { class: "error", id: "stats-error" }, String(err.message || err))); });
 }
 
-// ---- start ---------------------------------------------------------------------------------
+// ---- start ------------------------------------------------------------------------------------
 loadData().then((data) => {
   state.data = data;
   if (data.diff) state.tab = "diff";
@@ -452,6 +660,6 @@ loadData().then((data) => {
   document.body.setAttribute("data-ready", "1");
 }).catch((e) => {
   const view = clear(document.getElementById("view"));
-  view.appendChild(el("p", { class: "error", id: "load-error" }, "Could not load the checkpoint: " + String(e.message || e)));
+  view.append(el("p", { class: "error", id: "load-error" }, "Could not load the checkpoint: " + String(e.message || e)));
   document.body.setAttribute("data-ready", "error");
 });

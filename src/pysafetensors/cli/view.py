@@ -1,0 +1,135 @@
+"""``pysafetensors view INPUT [INPUT2]``: the checkpoint in the browser, or compared with a second.
+
+A thin shell over :mod:`pysafetensors.view`: it opens the inputs (as every command does), builds
+the page's data from the headers, then either serves it on 127.0.0.1 (a random port unless
+``--port``) and prints the URL with its access token, opening the default browser unless
+``--no-browser``, until Ctrl-C; or, with ``--export FILE``, writes one self-contained HTML
+report and exits (``--with-stats`` streams the data once to add every tensor's stats and
+histogram, with a progress bar on stderr).
+"""
+
+from __future__ import annotations
+
+import argparse
+import ipaddress
+import sys
+import threading
+from typing import TYPE_CHECKING, Any
+
+from ._common import emit, escape_text, fmt_bytes, progress_factory
+from ._inputs import open_input
+
+if TYPE_CHECKING:
+    from ..tools.checkpoint import Checkpoint
+    from ..view import ViewSession
+
+DEFAULT_HOST = "127.0.0.1"
+
+
+def _port(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"expected a port number from 0 to 65535, got {text!r}")
+    return value
+
+
+def add_parser(subparsers: Any) -> None:
+    from .main import common_options
+
+    p = subparsers.add_parser(
+        "view", parents=[common_options()],
+        help="show a checkpoint (or compare two) in the browser, or export an HTML report",
+        description="Serve a page showing the checkpoint on 127.0.0.1 (Ctrl-C stops), or write it as one HTML file.",
+    )
+    p.add_argument("a", metavar="INPUT", help="file, URL, index JSON or checkpoint directory")
+    p.add_argument("b", metavar="INPUT2", nargs="?", help="a second checkpoint: the page shows their diff")
+    p.add_argument("--port", type=_port, default=0, help="port to listen on (default: a free one)")
+    p.add_argument("--host", default=DEFAULT_HOST,
+                   help="address to listen on (default 127.0.0.1; any other prints a warning)")
+    p.add_argument("--no-browser", action="store_true", help="print the URL without opening a browser")
+    p.add_argument("--export", metavar="FILE", help="write a self-contained HTML report instead of serving")
+    p.add_argument("--with-stats", action="store_true",
+                   help="with --export: add every tensor's stats and histogram (reads all the data once)")
+
+
+def _host_warning(host: str, port: int) -> str | None:
+    if host == DEFAULT_HOST:
+        return None
+    try:
+        loopback = ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        loopback = host.lower() == "localhost"
+    if loopback:
+        return f"warning: listening on {host}:{port}, not {DEFAULT_HOST} (still only this machine)"
+    return (f"warning: listening on {host}:{port}, not {DEFAULT_HOST}: other machines that can reach this address "
+            "can connect; the page still needs the URL's token")
+
+
+def _open_browser(url: str) -> None:
+    import webbrowser
+
+    try:
+        opened = webbrowser.open(url)
+    except Exception:  # noqa: BLE001 - a browser that fails to start is not an error of the viewer
+        opened = False
+    if not opened and sys.stderr is not None:
+        print("pysafetensors: could not open a browser; open the URL above", file=sys.stderr)
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..view import ViewSession, export_report  # the server's modules load only for this command
+    from .main import UsageError
+
+    if args.with_stats and not args.export:
+        raise UsageError("pysafetensors view: error: --with-stats needs --export FILE (see --help)")
+    opened: list[Checkpoint] = []
+    try:
+        for path in [args.a] + ([args.b] if args.b is not None else []):
+            opened.append(open_input(path))
+    except BaseException:
+        for c in opened:
+            c.close()
+        raise
+    with ViewSession(opened) as session:
+        if args.export:
+            size = export_report(session, args.export, args.with_stats, progress_factory(args))
+            emit(f"wrote {escape_text(args.export)} ({fmt_bytes(size)})")
+            return 0
+        return _serve(session, args)
+
+
+def _serve(session: ViewSession, args: argparse.Namespace) -> int:
+    from ..view import ViewServer
+
+    session.document_json()  # built before listening: a bad input fails here, with nothing served
+    try:
+        server = ViewServer(session, args.host, args.port)
+    except OSError as e:
+        raise OSError(f"cannot listen on {args.host}:{args.port}: {e.strerror or e}") from None
+    try:
+        warning = _host_warning(args.host, server.port)
+        if warning and sys.stderr is not None:
+            print(f"pysafetensors: {warning}", file=sys.stderr)
+        labels = " vs ".join(escape_text(c.path) for c in session.inputs)
+        if args.json:
+            import json
+
+            emit(json.dumps({"url": server.url, "host": args.host, "port": server.port}))
+        else:
+            emit(f"pysafetensors view: {labels}; open this URL (Ctrl-C stops the server):")
+            emit(server.url)
+        sys.stdout.flush()
+        if not args.no_browser:
+            threading.Thread(target=_open_browser, args=(server.url,), daemon=True).start()
+        try:
+            server.serve_forever(poll_interval=0.25)
+        except KeyboardInterrupt:
+            pass
+    finally:
+        server.server_close()
+    if sys.stderr is not None:
+        print("pysafetensors view: stopped", file=sys.stderr)
+    return 0

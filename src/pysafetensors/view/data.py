@@ -1,0 +1,295 @@
+"""What the viewer's page shows, as JSON: built from the same ``tools`` functions as the CLI.
+
+:class:`ViewSession` holds the inputs named on the command line, opened once
+(:func:`~pysafetensors.tools.checkpoint.open_checkpoint`), and answers the page:
+
+* :meth:`ViewSession.document`: the checkpoint document, built from the headers alone (no tensor
+  byte is read): per input the ``inspect`` summary (:func:`~pysafetensors.tools.summary.summarize`),
+  the metadata, the ModelSpec entries and a validated thumbnail, the tensor list as columns (one
+  array per field, so a 100,000-tensor header stays a few compact arrays), and the dotted tree
+  (:func:`~pysafetensors.tools.tree.build_tree`) as nested arrays ``[label, parameters, tensors,
+  bytes, children, tensor index or -1]``; for two inputs, the ``diff`` result
+  (:func:`~pysafetensors.tools.diff.diff_files`).  An exported report with stats also carries
+  every tensor's stats and histogram (one streamed pass per input) and, for two inputs, the
+  ``diff --values`` numbers.
+* :meth:`ViewSession.values`: one tensor's stats, histogram and (two or more dimensions) heatmap.
+* :meth:`ViewSession.value_diff`: one tensor's ``diff --values`` numbers and the histogram of
+  its differences.
+
+Only tensor *names* and input *numbers* reach these methods, never a path: nothing but the
+inputs given to the session can be read.  A tensor read over the network (no memory map) is
+fetched once and held in memory while its numbers are computed, up to :data:`HOLD_CAP` bytes, so
+the stats, histogram and heatmap of a remote tensor cost one read of that tensor's bytes.
+
+Integers JavaScript cannot hold exactly (beyond 2**53, e.g. the min/max of a U64 tensor) are sent
+as decimal strings, so the page shows the exact number the CLI prints.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import dataclasses
+import json
+import re
+import threading
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from ..format.header import TensorInfo
+from ..tools import Progress, no_progress, to_jsonable
+from ..tools.checkpoint import Checkpoint, RangedBytes, TensorAccess, TensorBytes, open_checkpoint
+from ..tools.diff import diff_files, tensor_value_diff
+from ..tools.stats import stats_of, tensor_stats
+from ..tools.summary import MODELSPEC_PREFIX, summarize
+from ..tools.tree import TreeNode, build_tree
+from ..tools.values import difference_histogram, heatmap, histogram
+
+# A tensor without a memory map (HTTP, fsspec) up to this size is read once and held while its
+# numbers are computed; a larger one is streamed by each computation in turn.
+HOLD_CAP = 256 << 20
+# Heatmap cells per side on the page: the finest the tools give (a matrix up to 512 x 512 is shown whole).
+PAGE_HEATMAP_CELLS = 512
+HISTOGRAM_BINS = 64
+THUMBNAIL_KEY = MODELSPEC_PREFIX + "thumbnail"
+# A thumbnail larger than this is shown as text, not decoded into an image.
+THUMBNAIL_CAP = 8 << 20
+JS_SAFE_INT = 2**53 - 1
+
+_THUMBNAIL = re.compile(r"data:image/(png|jpeg|webp);base64,([A-Za-z0-9+/]+={0,2})")
+_MAGIC = {
+    "png": lambda b: b.startswith(b"\x89PNG\r\n\x1a\n"),
+    "jpeg": lambda b: b.startswith(b"\xff\xd8\xff"),
+    "webp": lambda b: b[:4] == b"RIFF" and b[8:12] == b"WEBP",
+}
+
+
+def thumbnail(metadata: dict[str, str] | None) -> str | None:
+    """``modelspec.thumbnail`` when it is an image the page may show, else None.
+
+    Accepted: ``data:image/(png|jpeg|webp);base64,`` followed by strict base64 whose bytes begin
+    with that format's signature, at most THUMBNAIL_CAP characters.  Anything else (another
+    scheme, SVG, a URL, text) stays a metadata string shown as text.
+    """
+    value = (metadata or {}).get(THUMBNAIL_KEY)
+    if not isinstance(value, str) or len(value) > THUMBNAIL_CAP:
+        return None
+    m = _THUMBNAIL.fullmatch(value)
+    if m is None:
+        return None
+    try:
+        raw = base64.b64decode(m.group(2), validate=True)
+    except (binascii.Error, ValueError):
+        return None
+    return value if _MAGIC[m.group(1)](raw) else None
+
+
+def js_safe(obj: Any) -> Any:
+    """``obj`` (JSON-able) with integers beyond 2**53 as decimal strings (JavaScript numbers are
+    doubles: 2**64 - 1 would show as 18446744073709552000)."""
+    if isinstance(obj, bool) or obj is None:
+        return obj
+    if isinstance(obj, int):
+        return str(obj) if abs(obj) > JS_SAFE_INT else obj
+    if isinstance(obj, dict):
+        return {k: js_safe(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [js_safe(v) for v in obj]
+    return obj
+
+
+def _pairs(mapping: dict[str, str] | None) -> list[list[str]] | None:
+    # Key/value pairs, not an object: a JavaScript object reorders integer-like keys.
+    return None if mapping is None else [[k, v] for k, v in mapping.items()]
+
+
+def tree_arrays(root: TreeNode, index: dict[str, int]) -> list[Any]:
+    """The tree as nested arrays ``[label, parameters, tensors, bytes, children, tensor index]``
+    (the index into the tensor columns for a tensor, -1 for a group).  Iterative."""
+    out: list[Any] = [root.label, root.parameters, root.tensors, root.nbytes, [], -1]
+    stack = [(root.children, out[4])]
+    while stack:
+        children, dest = stack.pop()
+        for c in children:
+            if c.dtype is not None:  # a tensor (a leaf)
+                dest.append([c.label, c.parameters, c.tensors, c.nbytes, [], index[c.name]])
+            else:
+                kids: list[Any] = []
+                dest.append([c.label, c.parameters, c.tensors, c.nbytes, kids, -1])
+                stack.append((c.children, kids))
+    return out
+
+
+class _Held:
+    """One tensor whose bytes were read once into memory: a TensorAccess for the tools."""
+
+    def __init__(self, info: TensorInfo, data: TensorBytes) -> None:
+        self._info = info
+        self._data = data
+
+    def info(self, name: str) -> TensorInfo:
+        return self._info
+
+    def data(self, name: str) -> TensorBytes:
+        return self._data
+
+
+def held(ckpt: Checkpoint, name: str) -> TensorAccess:
+    """``ckpt`` for a mapped tensor (a view costs nothing to read again); for a tensor read over
+    the network, its bytes fetched once (up to HOLD_CAP), so several computations share one read."""
+    data = ckpt.data(name)
+    if isinstance(data, RangedBytes) and len(data) <= HOLD_CAP:
+        return _Held(ckpt.info(name), data[0 : len(data)])
+    return ckpt
+
+
+def _values_of(access: TensorAccess, name: str, with_heatmap: bool) -> dict[str, Any]:
+    info = access.info(name)
+    out: dict[str, Any] = {
+        "name": name,
+        "stats": tensor_stats(access, name).to_dict(),
+        "histogram": histogram(access, name, HISTOGRAM_BINS).to_dict(),
+        "heatmap": None,
+    }
+    if with_heatmap and len(info.shape) >= 2:
+        out["heatmap"] = heatmap(access, name, PAGE_HEATMAP_CELLS).to_dict()
+    return js_safe(out)
+
+
+def _summary_fields(ckpt: Checkpoint) -> tuple[dict[str, Any], list[Any]]:
+    """The summary without its per-tensor rows and metadata (sent as columns and pairs), and the rows."""
+    s = summarize(ckpt)
+    skip = {"tensors", "tree", "metadata", "modelspec", "filter", "total_tensor_count"}
+    fields = {f.name: to_jsonable(getattr(s, f.name)) for f in dataclasses.fields(s) if f.name not in skip}
+    return fields, s.tensors
+
+
+def input_document(ckpt: Checkpoint) -> dict[str, Any]:
+    """One input's part of the checkpoint document (headers only: no tensor byte is read)."""
+    summary, rows = _summary_fields(ckpt)
+    files = summary.get("files")
+    file_index = {f: i for i, f in enumerate(files)} if files else None
+    columns: dict[str, Any] = {
+        "name": [r.name for r in rows],
+        "dtype": [r.dtype for r in rows],
+        "shape": [r.shape for r in rows],
+        "params": [r.parameters for r in rows],
+        "bytes": [r.nbytes for r in rows],
+        "begin": [r.data_offsets[0] for r in rows],
+        "end": [r.data_offsets[1] for r in rows],
+        "file": [file_index[r.file] for r in rows if r.file is not None] if file_index else None,
+    }
+    index = {r.name: i for i, r in enumerate(rows)}
+    metadata = ckpt.metadata
+    return {
+        "label": ckpt.path,
+        "format": "safetensors",
+        "local": ckpt.local,
+        "summary": summary,
+        "metadata": _pairs({k: v for k, v in (metadata or {}).items() if not k.startswith(MODELSPEC_PREFIX)}
+                           if metadata is not None else None),
+        "modelspec": _pairs({k: v for k, v in (metadata or {}).items() if k.startswith(MODELSPEC_PREFIX)}),
+        "thumbnail": thumbnail(metadata),
+        "tensors": columns,
+        "tree": tree_arrays(build_tree(rows), index),
+        "stats": None,
+    }
+
+
+def stream_values(ckpt: Checkpoint, progress: Progress = no_progress) -> list[dict[str, Any]]:
+    """Every tensor's stats and histogram, in file order, streaming the checkpoint once (a
+    remote tensor larger than HOLD_CAP is not held, so its histogram reads it again)."""
+    tensors = ckpt.tensors
+    out = []
+    with progress(sum(t.nbytes for t in tensors), "stats") as bar:
+        for info, data in ckpt.stream([t.name for t in tensors]):
+            if isinstance(data, RangedBytes) and len(data) <= HOLD_CAP:
+                data = data[0 : len(data)]
+            access = _Held(info, data)
+            stats = stats_of(info, data, bar).to_dict()  # the bar advances chunk by chunk
+            out.append(js_safe({"name": info.name, "stats": stats,
+                                "histogram": histogram(access, info.name, HISTOGRAM_BINS).to_dict(),
+                                "heatmap": None}))
+    return out
+
+
+class ViewSession:
+    """The inputs of one ``pysafetensors view`` run, opened once, and the answers the page asks for."""
+
+    def __init__(self, checkpoints: Sequence[Checkpoint]) -> None:
+        if not 1 <= len(checkpoints) <= 2:
+            raise ValueError(f"the viewer shows one checkpoint or compares two, got {len(checkpoints)}")
+        self.inputs = list(checkpoints)
+        self._lock = threading.Lock()  # one value computation at a time: bounded memory
+        self._json: bytes | None = None
+
+    @classmethod
+    def open(cls, paths: Iterable[str], storage_options: dict[str, Any] | None = None) -> ViewSession:
+        """Open each path with :func:`open_checkpoint` (closing those opened if one fails)."""
+        opened: list[Checkpoint] = []
+        try:
+            for p in paths:
+                opened.append(open_checkpoint(p, storage_options))
+            return cls(opened)
+        except BaseException:
+            for c in opened:
+                c.close()
+            raise
+
+    def document(self, with_stats: bool = False, progress: Progress = no_progress, live: bool = False) -> dict[str, Any]:
+        """The checkpoint document (see the module docstring); ``with_stats`` streams the data.
+        ``live``: served by a running server that answers the page's value requests."""
+        inputs = [input_document(c) for c in self.inputs]
+        diff = None
+        if len(self.inputs) == 2:
+            a, b = self.inputs
+            diff = js_safe(diff_files(a, b, values=with_stats, progress=progress).to_dict())
+        if with_stats:
+            for doc, ckpt in zip(inputs, self.inputs):
+                doc["stats"] = stream_values(ckpt, progress)
+        return {"version": 1, "live": live, "inputs": inputs, "diff": diff}
+
+    def document_json(self) -> bytes:
+        """The live page's document as UTF-8 JSON, built on first use and kept."""
+        if self._json is None:
+            doc = self.document(live=True)
+            self._json = json.dumps(doc, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode("utf-8")
+        return self._json
+
+    def checkpoint(self, i: int) -> Checkpoint:
+        if not 0 <= i < len(self.inputs):
+            raise IndexError(f"input must be 0..{len(self.inputs) - 1}, got {i}")
+        return self.inputs[i]
+
+    def values(self, i: int, name: str) -> dict[str, Any]:
+        """One tensor's stats, histogram and heatmap (two or more dimensions), reading only its bytes."""
+        ckpt = self.checkpoint(i)
+        with self._lock:
+            ckpt.info(name)  # an unknown name: TensorNotFound before anything is read
+            return _values_of(held(ckpt, name), name, with_heatmap=True)
+
+    def value_diff(self, name: str) -> dict[str, Any]:
+        """One tensor's ``diff --values`` numbers and the histogram of its differences (``a - b``)."""
+        if len(self.inputs) != 2:
+            raise IndexError("a value diff needs two inputs")
+        a, b = self.inputs
+        with self._lock:
+            a.info(name)
+            b.info(name)
+            ha, hb = held(a, name), held(b, name)
+            diff = tensor_value_diff(ha, hb, name)
+            hist = difference_histogram(ha, hb, name, HISTOGRAM_BINS).to_dict() if diff.compared else None
+            return js_safe({"name": name, "diff": diff.to_dict(), "histogram": hist})
+
+    def close(self) -> None:
+        for c in self.inputs:
+            c.close()
+
+    def __enter__(self) -> ViewSession:  # noqa: PYI034
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+__all__ = ["HOLD_CAP", "ViewSession", "input_document", "js_safe", "stream_values", "thumbnail", "tree_arrays"]
