@@ -159,7 +159,7 @@ def run_case(name: str, index: str, location: str, backend: str | None, cold: bo
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--worker", nargs=3, help=argparse.SUPPRESS)
-    p.add_argument("-n", type=int, default=5, help="samples per side and case (default 5)")
+    p.add_argument("-n", type=int, help="samples per side and case (default 5; 2 with --quick)")
     p.add_argument("--settle", type=float, default=2.0, help="pause before each sample, seconds (default 2)")
     p.add_argument("--data", default=os.path.join(ROOT, "bench-data", "sharded"), help="where the checkpoints are made")
     p.add_argument("--quick", action="store_true", help="tiny checkpoints, 2 samples: a smoke run")
@@ -170,7 +170,7 @@ def main(argv: list[str] | None = None) -> int:
         mode, location, backend = args.worker
         print(json.dumps(worker(mode, location, backend or None)))
         return 0
-    n, scale = (2, 16) if args.quick else (args.n, 1)
+    n, scale = (args.n or 2, 16) if args.quick else (args.n or 5, 1)
     big = _make(os.path.join(args.data, f"big-{6 * 64 // scale}m-6"), 6, 64 // scale)
     small = _make(os.path.join(args.data, f"small-{8 * 8 // scale}m-8"), 8, max(1, 8 // scale))
     cases: list[tuple[str, str, str | None, bool]] = []

@@ -32,6 +32,7 @@ from .io.memory import check_allocation
 from .io.protocols import capabilities
 from .io.sources import open_source
 from .reader import SafeFile, check_threads, default_threads
+from .sharded import ShardedFile
 
 torch = require("torch", "torch")
 
@@ -112,16 +113,18 @@ def load_to_device(
 ) -> dict[str, Any]:
     """Load every tensor of ``file`` onto ``device`` through the ring.
 
-    ``file`` is a SafeFile, or anything ``io.open_source`` opens (a path is read with mmap,
-    or pread on a network/FUSE filesystem).  ``pin`` defaults to True for CUDA destinations.
-    ``threads`` (None or a positive int) parallelises the reads that fill each staging
-    buffer.  Returns ``{name: tensor}`` in file order; a failed read raises a SourceError
+    ``file`` is a SafeFile, a ShardedFile (loaded shard by shard), or anything
+    ``io.open_source`` opens (a path is read with mmap, or pread on a network/FUSE
+    filesystem).  ``pin`` defaults to True for CUDA destinations.  ``threads`` (None or a
+    positive int) parallelises the reads that fill each staging buffer.  Returns ``{name: tensor}`` in file order; a failed read raises a SourceError
     naming the tensor, and no tensor is returned.
     """
     cfg = config or DEFAULT
     if cfg.buffers < 1 or cfg.buffer_bytes < 1:
         raise ValueError(f"staging needs at least one buffer of at least one byte, got {cfg}")
     threads = check_threads(threads)
+    if isinstance(file, ShardedFile):
+        return _load_shards(file, device, threads, cfg, pin)
     owned = not isinstance(file, SafeFile)
     safe = SafeFile(open_source(file)) if owned else file
     try:
@@ -149,6 +152,19 @@ def load_to_device(
     finally:
         if owned:
             safe.close()
+
+
+def _load_shards(file: ShardedFile, device: Any, threads: int | None, cfg: StagingConfig, pin: bool | None) -> dict[str, Any]:
+    """A sharded checkpoint through the ring, shard by shard in file order, after checking every
+    shard against the index (as ``ShardedFile.raw_all`` does); tensors the index does not map to
+    a shard are left out."""
+    file.check_open()
+    ignored = {shard: set(file.check(shard, complete=True).ignored) for shard in file.shard_names}
+    out: dict[str, Any] = {}
+    for shard, skip in ignored.items():
+        part = load_to_device(file.shard(shard), device, threads=threads, config=cfg, pin=pin)
+        out.update((name, t) for name, t in part.items() if name not in skip)
+    return out
 
 
 def _ring_shape(cfg: StagingConfig, total: int) -> tuple[int, int]:

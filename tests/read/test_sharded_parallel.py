@@ -8,7 +8,10 @@ requests in flight.  No timing is asserted.
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -218,3 +221,35 @@ def test_remote_shard_errors_come_in_shard_order(tmp_path: Path) -> None:
         pytest.warns(UnmappedTensorWarning, match=shards[2]),
     ):
         load_file(server.url("repo/model.safetensors.index.json"))
+
+
+def test_staging_takes_a_sharded_checkpoint(tmp_path: Path) -> None:
+    # safe_open(index, "pt", device="cuda").get_tensors() hands the ShardedFile to the ring.
+    import torch
+
+    from pysafetensors.sharded import open_file
+    from pysafetensors.staging import StagingConfig, load_to_device
+    from pysafetensors.torch import load_file as torch_load_file
+    from pysafetensors.torch import save_sharded as torch_save_sharded
+
+    tensors = {f"w{i}": torch.arange(3000, dtype=torch.float32) * i for i in range(5)}
+    index = torch_save_sharded(tensors, tmp_path, max_shard_size=25_000)
+    f = open_file(index)
+    try:
+        got = load_to_device(f, "cpu", config=StagingConfig(buffers=2, buffer_bytes=7000))
+    finally:
+        f.close()
+    expected = torch_load_file(index)
+    assert list(got) == list(expected) == list(tensors)
+    for name, value in expected.items():
+        assert torch.equal(got[name], value)
+
+
+def test_benchmark_quick_smoke(tmp_path: Path) -> None:
+    script = Path(__file__).resolve().parents[2] / "benchmarks" / "sharded_parallel.py"
+    out = tmp_path / "results.json"
+    args = ["--quick", "-n", "1", "--settle", "0", "--data", str(tmp_path), "--only", "pread, hot", "--json", str(out)]
+    subprocess.run([sys.executable, str(script), *args], check=True, capture_output=True, timeout=300)
+    results = json.loads(out.read_text())
+    assert [r["case"] for r in results] == ["24 MiB in 6 shards, pread, hot", "4 MiB in 8 shards, pread, hot"]
+    assert all(len(r["seq"]) == len(r["par"]) == 1 for r in results)
