@@ -45,7 +45,9 @@ class RangeServer:
     (compress every body and say so), ``tls`` ((certfile, keyfile): serve https) and
     ``plain_too`` (with ``tls``: also answer plain http on the same port).
     Setting ``overlong`` makes every range reply run to the end of the file.
-    ``requests_seen`` records (scheme, path, headers) of every request.
+    ``requests_seen`` records (scheme, path, headers) of every request.  ``latency`` (seconds)
+    delays every reply, as a distant server would; ``max_in_flight`` is the most requests
+    that were being answered at once (``paths_in_flight``: the most distinct paths).
     """
 
     def __init__(
@@ -63,8 +65,13 @@ class RangeServer:
         content_encoding: str | None = None,
         tls: tuple[str, str] | None = None,
         plain_too: bool = False,
+        latency: float = 0.0,
     ) -> None:
         self.files = dict(files)
+        self.latency = latency
+        self.in_flight: list[str] = []  # paths of the requests being answered now
+        self.max_in_flight = 0
+        self.paths_in_flight = 0
         self.required_headers = dict(required_headers or {})
         self.trickle = trickle
         self.trickle_headers = trickle_headers
@@ -99,7 +106,18 @@ class RangeServer:
                 self.handle_get(head=False)
 
             def handle_get(self, head: bool) -> None:
-                server.serve(self, head)
+                path = self.path
+                with server.lock:
+                    server.in_flight.append(path)
+                    server.max_in_flight = max(server.max_in_flight, len(server.in_flight))
+                    server.paths_in_flight = max(server.paths_in_flight, len(set(server.in_flight)))
+                try:
+                    if server.latency:
+                        server.closing.wait(server.latency)
+                    server.serve(self, head)
+                finally:
+                    with server.lock:
+                        server.in_flight.remove(path)
 
         context = None
         if tls is not None:

@@ -197,6 +197,17 @@ class SourceError(SafetensorError, OSError):
     source: str | None = None
 
 
+class InsufficientMemory(SafetensorError, MemoryError):
+    """A read that copies (``pread``, HTTP...) would allocate more than this process can have:
+    refused before anything is allocated.  ``requested`` and ``available`` are bytes,
+    ``limit`` names the bound (``MemAvailable``, a cgroup limit, ``RLIMIT_AS``...), ``source``
+    the file.  ``backend="mmap"`` or reading tensors one at a time needs no such buffer."""
+
+    requested: int
+    available: int | None
+    limit: str
+
+
 class NotARegularFile(SourceError):
     """A path to read names a FIFO, socket, device or directory: refused before it could block."""
 

@@ -27,6 +27,7 @@ from .errors import (
 from .format.dtypes import DType
 from .format.header import N_LEN, Header, TensorInfo, parse_header, parse_header_length
 from .format.slicing import SlicePlan
+from .io import memory as _memory
 from .io.protocols import Advisable, ByteSource, RangedReadable, ResidencyAware, ViewSource, capabilities
 
 _WILLNEED = getattr(mmap, "MADV_WILLNEED", None)  # a platform constant (absent on Windows)
@@ -125,9 +126,9 @@ def default_threads() -> int:
 def read_workers(source: ByteSource, nbytes: int, threads: int | None = None) -> int:
     """How many threads ``parallel_read`` uses for ``nbytes`` from ``source`` (``threads``:
     None or a positive int, see ``check_threads``)."""
+    if nbytes <= _READ_CHUNK or threads == 1 or not capabilities(source).parallel:
+        return 1  # before asking for the CPUs: a syscall, on every small get_tensor otherwise
     workers = default_threads() if threads is None else threads
-    if workers == 1 or nbytes <= _READ_CHUNK or not capabilities(source).parallel:
-        return 1
     return min(workers, -(-nbytes // _READ_CHUNK))
 
 
@@ -253,6 +254,8 @@ class SafeFile:
                 return RawTensor(info.name, info.dtype, info.shape, data, True, self._writable_views)
             # A big tensor is read like a whole file: in chunks, by the CPUs available.
             workers = read_workers(self.source, info.nbytes)
+            if info.nbytes >= _memory.CHECK_FROM:  # the message is only worth building then
+                self.check_memory(info.nbytes, f"tensor {info.name!r}", workers, bulk=False)
             buf = alloc(info.nbytes, populate=workers == 1)
             if info.nbytes:
                 self.check_open()
@@ -261,7 +264,7 @@ class SafeFile:
             raise self._read_error(e, start, info.nbytes, info.name) from e
         return RawTensor(info.name, info.dtype, info.shape, buf, False, True)
 
-    def raw_all(self, threads: int | None = None) -> Iterator[RawTensor]:
+    def raw_all(self, threads: int | None = None, *, checked: bool = False, advise: bool = True) -> Iterator[RawTensor]:
         """Every tensor in file order, planned from the header in one go.
 
         View sources (mmap) hand out zero-copy views after one step for the whole data
@@ -275,7 +278,9 @@ class SafeFile:
         2-3x slower on an idle machine; populating a cold file is synchronous and was slower;
         ``MADV_RANDOM`` 10x slower.  Other sources read the data region into one buffer with
         ``threads`` parallel reads (default: the CPUs available), and every tensor views that
-        buffer.
+        buffer; a buffer larger than the memory this process can have is refused before it is
+        allocated (InsufficientMemory; ``checked``: the caller has checked it already).
+        ``advise=False``: the caller has given the map its advice (``advise_all``) already.
         """
         threads = check_threads(threads)
         self.check_open()
@@ -287,19 +292,15 @@ class SafeFile:
                 region = self._views.view(start, total)  # also checks the file still holds it
             except OSError as e:
                 raise self._read_error(e, start, total) from e
-            advisor = self._advisor
-            if advisor is not None:
-                if total > 0 and self._residency is not None and self._residency.resident(start, total):
-                    # Cached already: map it now, one fault per 64 KiB, rather than when the
-                    # tensors are first touched (see MmapSource.populate).
-                    advisor.populate(start, total)
-                else:
-                    advisor.prefetch(start, total)
+            if advise:
+                self.advise_all()
             for t in header.tensors:
                 yield RawTensor(t.name, t.dtype, t.shape, region[t.begin : t.end], True, self._writable_views)
             return
         # Several reading threads fault the buffer in themselves, in parallel (see alloc).
         workers = read_workers(self.source, total, threads)
+        if not checked:
+            self.check_memory(total, f"all tensors ({len(header.tensors)})", workers, bulk=True)
         buf = alloc(total, populate=workers == 1)
         if total:
             self.check_open()
@@ -309,6 +310,33 @@ class SafeFile:
                 raise self._read_error(e, start, total, buffer=buf) from e
         for t in header.tensors:
             yield RawTensor(t.name, t.dtype, t.shape, buf[t.begin : t.end], False, True)
+
+    def advise_all(self, read_ahead: int | None = None) -> int:
+        """Prepare a mapped file's data region for a bulk load (see ``raw_all``): map it in
+        when it is cached, else read ahead its first ``read_ahead`` bytes (default: all, as
+        far as the source's ``prefetch`` allows).  Returns the bytes asked to be read ahead;
+        0 for a cached file or a source that takes no advice."""
+        advisor = self._advisor
+        total = self.header.data_size
+        if advisor is None or total == 0:
+            return 0
+        start = self.header.data_start
+        if self._residency is not None and self._residency.resident(start, total):
+            # Cached already: map it now, one fault per 64 KiB, rather than when the tensors
+            # are first touched (see MmapSource.populate).
+            advisor.populate(start, total)
+            return 0
+        n = total if read_ahead is None else max(0, min(total, read_ahead))
+        if n:
+            advisor.prefetch(start, n)
+        return n
+
+    def region_read(self, threads: int | None = None) -> RegionRead:
+        """The bulk read of a copying file (see ``copies``) as a fresh buffer and independent
+        pieces to fill it, for a caller that schedules the reads of several files itself
+        (``ShardedFile.raw_all``).  The caller checks the memory first (``check_memory``)."""
+        self.check_open()
+        return RegionRead(self, read_workers(self.source, self.header.data_size, threads))
 
     def raw_slice(self, name: str, plan: SlicePlan) -> RawTensor:
         """Only the bytes a slice needs, in result order.
@@ -328,6 +356,8 @@ class SafeFile:
                     # read-around of whole readahead windows on a cold file.
                     self._advisor.advise(base + begin, end - begin, _WILLNEED)
                 return RawTensor(info.name, info.dtype, plan.shape, data, True, self._writable_views)
+            if plan.nbytes >= _memory.CHECK_FROM:  # a fresh buffer, whatever the source
+                self._check_alloc(plan.nbytes, f"a slice of tensor {info.name!r}", 1, "slice")
             out = alloc(plan.nbytes)
             self._gather(base, ranges, out)
         except OSError as e:
@@ -358,6 +388,7 @@ class SafeFile:
             self._ranged.read_ranges(requests)
             return
         elif len(ranges) > _MANY_RANGES and lo <= hi and hi - lo <= _BLOCK_SLACK * needed:
+            self._check_alloc(needed + hi - lo, "a slice", 1, "slice")
             block = alloc(hi - lo)
             self._read(base + lo, block)
         else:
@@ -372,6 +403,34 @@ class SafeFile:
             n = end - begin
             out[pos : pos + n] = block[begin - lo : end - lo]
             pos += n
+
+    @property
+    def copies(self) -> bool:
+        """Whether reading a tensor allocates a buffer for it (pread, remote, file objects),
+        rather than viewing a map or bytes already in memory."""
+        return self._views is None
+
+    def check_memory(self, nbytes: int, what: str, threads: int = 1, *, bulk: bool, source: str | None = None) -> None:
+        """Raise InsufficientMemory when reading ``what`` copies (see ``copies``) into a buffer
+        of ``nbytes`` (filled by ``threads`` threads) that would not fit in the memory this
+        process can have (``io.memory.check_allocation``).  ``bulk``: a load of every tensor,
+        which reading them one at a time avoids (the message's advice); ``source``: the name
+        the message gives (default: this file's)."""
+        if self.copies:
+            self._check_alloc(nbytes, what, threads, "bulk" if bulk else "tensor", source)
+
+    def _check_alloc(self, nbytes: int, what: str, threads: int, kind: str, source: str | None = None) -> None:
+        if nbytes < _memory.CHECK_FROM:  # small: not worth a probe (nor building the advice)
+            return
+        if kind == "slice":
+            advice = "read a smaller slice"
+        else:
+            one = "read tensors one at a time with get_tensor" if kind == "bulk" else "read part of it with get_slice"
+            if self._ranged is not None:  # remote: no map to fall back on
+                advice = f'{one}, or download the file and load it with backend="mmap"'
+            else:
+                advice = f'load it with backend="mmap" (mapped pages the kernel can evict), or {one}'
+        _memory.check_allocation(nbytes, source=source or self.name, what=what, threads=threads, advice=advice)
 
     def _read(self, offset: int, buf: memoryview) -> None:
         if self._closed:
@@ -454,6 +513,40 @@ class SafeFile:
                 return
             self._closed = True
         self.source.close()
+
+
+class RegionRead:
+    """A copying file's whole data region read into one fresh buffer, in pieces.
+
+    ``pieces`` are ``(file offset, slice of buffer)``; each may be read in any thread
+    (``read``), in any order, when the source is parallel-safe: ``_READ_CHUNK`` pieces then,
+    else one piece (a remote source fans its one read out into concurrent requests itself).
+    After every piece has been read, ``tensors()`` hands out the tensors in file order, each
+    a view of the buffer; ``failed(e)`` turns a piece's error into the file's SourceError.
+    """
+
+    def __init__(self, file: SafeFile, workers: int) -> None:
+        self.file = file
+        header = file.header
+        self.start = header.data_start
+        self.size = header.data_size
+        # One filling thread faults the buffer in fastest with MAP_POPULATE; several fault
+        # their own chunks in parallel (see alloc).
+        self.buffer = alloc(self.size, populate=workers == 1)
+        step = _READ_CHUNK if capabilities(file.source).parallel else max(self.size, 1)
+        self.pieces = [(self.start + pos, self.buffer[pos : pos + step]) for pos in range(0, self.size, step)]
+
+    def read(self, piece: tuple[int, memoryview]) -> None:
+        self.file.check_open()
+        self.file.source.read_into(*piece)
+
+    def failed(self, e: OSError) -> OSError:
+        return self.file._read_error(e, self.start, self.size, buffer=self.buffer)
+
+    def tensors(self) -> Iterator[RawTensor]:
+        buf = self.buffer
+        for t in self.file.header.tensors:
+            yield RawTensor(t.name, t.dtype, t.shape, buf[t.begin : t.end], False, True)
 
 
 @runtime_checkable

@@ -48,14 +48,20 @@ from .format.index import (
 )
 from .format.layout import unique_by_name
 from .format.slicing import SlicePlan
+from .io.memory import mem_available
+from .io.protocols import capabilities
 from .io.registry import open_source, sibling_url, url_scheme
 from .io.sinks import AtomicFileSink, StagedDirectory
-from .reader import RawTensor, SafeFile
+from .reader import RawTensor, RegionRead, SafeFile, check_threads, default_threads
 from .writer import WriteItem, write_file
 
 # --- reading ------------------------------------------------------------------------------
 
 INDEX_CAP = HEADER_CAP  # an index lists names like a header does; the same cap bounds memory
+# Reading a sharded checkpoint whole: remote shards fetched at once (each already runs several
+# range requests), and how far beyond the next shard the reads may run ahead of the consumer.
+_SHARDS_AT_ONCE = 8
+_READ_AHEAD = 256 << 20
 
 
 class ShardedFile:
@@ -67,10 +73,14 @@ class ShardedFile:
         open_shard: Callable[[str], SafeFile],
         name: str,
         locate: Callable[[str], str] | None = None,
+        *,
+        remote: bool = False,
     ) -> None:
         self.index = index
         self.name = name
         self._open_shard = open_shard
+        # Shards behind a network round trip each: their headers are fetched concurrently.
+        self.remote = remote
         # Where a shard lives (a path or URL next to the index), for tools that read it raw.
         self.locate: Callable[[str], str] = locate or (lambda shard: shard)
         self._shards: dict[str, SafeFile] = {}
@@ -105,6 +115,7 @@ class ShardedFile:
     def names(self) -> list[str]:
         """Names in file order: shard by shard, each in its data-offset order (opens every header)."""
         self.check_open()
+        self._open_all(self.shard_names)
         return [t.name for shard in self.shard_names for t in self.shard_tensors(shard)]
 
     def shard_tensors(self, shard: str) -> list[TensorInfo]:
@@ -133,21 +144,65 @@ class ShardedFile:
             f = self._shards.get(shard)
             if f is not None:
                 return f
-            f = self._open_shard(shard)
-            try:
-                check = check_shard(self.index, shard, (t.name for t in f.header.tensors), f.metadata)
-                if check.mixed:
-                    raise CheckpointMismatch(
-                        check.describe_mixed(self.name), shard=shard, index_id=check.index_id, shard_id=check.shard_id
-                    )
-            except BaseException:
-                f.close()
-                raise
-            if check.ignored:
-                warnings.warn(UnmappedTensorWarning(check.describe_ignored(self.name)), stacklevel=3)
-            self._checks[shard] = check
-            self._shards[shard] = f
-            return f
+        # Opened outside the lock, so threads reading different shards open them at once; a
+        # thread that loses the race to open the same shard closes its copy (``_adopt``).
+        return self._adopt(shard, self._open_shard(shard))
+
+    def _adopt(self, shard: str, f: SafeFile) -> SafeFile:
+        """Check a freshly opened shard against the index and keep it (or the copy another
+        thread kept first)."""
+        try:
+            check = check_shard(self.index, shard, (t.name for t in f.header.tensors), f.metadata)
+            if check.mixed:
+                raise CheckpointMismatch(
+                    check.describe_mixed(self.name), shard=shard, index_id=check.index_id, shard_id=check.shard_id
+                )
+            with self._lock:
+                self.check_open()
+                kept = self._shards.get(shard)
+                if kept is None:
+                    self._checks[shard] = check
+                    self._shards[shard] = f
+        except BaseException:
+            f.close()
+            raise
+        if kept is not None:
+            f.close()
+            return kept
+        if check.ignored:
+            warnings.warn(UnmappedTensorWarning(check.describe_ignored(self.name)), stacklevel=3)
+        return f
+
+    def _open_all(self, shards: Sequence[str], complete: bool = False) -> None:
+        """Open (and check, see ``check``) every shard, in order; remote ones are opened
+        concurrently (each header is a round trip).  The first failure in shard order is
+        raised; shards that opened are kept either way (they are closed with the file)."""
+        with self._lock:
+            self.check_open()
+            missing = [s for s in shards if s not in self._shards]
+        failed: dict[str, BaseException] = {}
+        if self.remote and len(missing) > 1:
+            from concurrent.futures import ThreadPoolExecutor
+
+            def attempt(shard: str) -> SafeFile | BaseException:
+                try:
+                    return self._open_shard(shard)
+                except Exception as e:  # noqa: BLE001 - raised below, in shard order
+                    return e
+
+            with ThreadPoolExecutor(min(len(missing), _SHARDS_AT_ONCE)) as pool:
+                opened = list(pool.map(attempt, missing))
+            for shard, f in zip(missing, opened):
+                try:
+                    if isinstance(f, BaseException):
+                        raise f
+                    self._adopt(shard, f)
+                except Exception as e:  # noqa: BLE001 - raised below, in shard order
+                    failed[shard] = e
+        for shard in shards:
+            if shard in failed:
+                raise failed[shard]
+            self.check(shard, complete)
 
     def check(self, shard: str, complete: bool = False) -> ShardCheck:
         """How ``shard`` agrees with the index (opens it); ``complete``: also raise InvalidIndex
@@ -185,14 +240,92 @@ class ShardedFile:
         return self.file_of(name).raw_slice(name, plan)
 
     def raw_all(self, threads: int | None = None) -> Iterator[RawTensor]:
-        """Every tensor listed in the index, shard by shard in file order."""
+        """Every tensor listed in the index, shard by shard in file order.
+
+        Every shard is opened and checked against the index first, so a missing or mismatched
+        shard is an error before any tensor is read.  Shards that copy (``pread``, HTTP,
+        fsspec) need a buffer each, all kept by a bulk load: their total is checked against
+        the memory this process can have before anything is allocated (InsufficientMemory).
+        With more than one such shard, the next shards are read while the current one is
+        handed out (``_read_ahead``).  Mapped shards are handed out as SafeFile.raw_all does.
+        """
+        threads = check_threads(threads)
         self.check_open()
-        for shard in self.shard_names:
-            f = self.shard(shard)
-            ignored = set(self.check(shard, complete=True).ignored)
-            for raw in f.raw_all(threads):
-                if raw.name not in ignored:
-                    yield raw
+        shards = self.shard_names
+        self._open_all(shards, complete=True)
+        parts = [(self.shard(s), frozenset(self.check(s).ignored)) for s in shards]
+        copying = [f for f, _ in parts if f.copies]
+        if copying:
+            total = sum(f.header.data_size for f in copying)
+            workers = default_threads() if threads is None else threads
+            what = f"all tensors of {len(copying)} shard(s)"
+            copying[0].check_memory(total, what, workers, bulk=True, source=self.name)
+        advice = _MapAdvice()
+        if len(copying) < 2:
+            for f, ignored in parts:
+                raws = advice.raw_all(f, threads) if not f.copies else f.raw_all(threads, checked=True)
+                for raw in raws:
+                    if raw.name not in ignored:
+                        yield raw
+            return
+        yield from self._read_ahead(parts, threads, advice)
+
+    def _read_ahead(
+        self, parts: list[tuple[SafeFile, frozenset[str]]], threads: int | None, advice: _MapAdvice
+    ) -> Iterator[RawTensor]:
+        """Hand out the shards' tensors in order while the next shards are read in the background.
+
+        Copying shards are read by one pool: for pread, ``threads`` threads (default: the CPUs
+        available) share all the shards' 16 MiB pieces, in order, so no thread idles at a
+        shard boundary and small shards are read in parallel; remote shards are read up to
+        ``_SHARDS_AT_ONCE`` at a time, each fanning out into concurrent range requests itself.
+        Reading ahead stops at the next shard, plus further shards while they add up to at most
+        ``_READ_AHEAD`` bytes: a consumer that drops each shard's tensors holds at most that
+        much beyond the shard it is using.  A failed read raises the shard's SourceError when its
+        shard is reached; reads not started yet are cancelled.
+        """
+        from concurrent.futures import Future, ThreadPoolExecutor
+
+        parallel = all(capabilities(f.source).parallel for f, _ in parts if f.copies)
+        if parallel:
+            size = default_threads() if threads is None else threads
+        else:
+            size = min(_SHARDS_AT_ONCE, sum(1 for f, _ in parts if f.copies))
+        pool = ThreadPoolExecutor(max_workers=size)
+        started: dict[int, tuple[RegionRead, list[Future[None]]]] = {}
+        submitted = 0  # parts[:submitted] have been started (or need no reading)
+        try:
+            for k, (f, ignored) in enumerate(parts):
+                ahead = sum(g.header.data_size for g, _ in parts[k + 1 : submitted] if g.copies)
+                while submitted < len(parts) and (
+                    submitted <= k + 1 or ahead + parts[submitted][0].header.data_size <= _READ_AHEAD
+                ):
+                    g = parts[submitted][0]
+                    if submitted > k:
+                        ahead += g.header.data_size if g.copies else 0
+                    if g.copies:
+                        read = g.region_read(threads)
+                        started[submitted] = (read, [pool.submit(read.read, piece) for piece in read.pieces])
+                    submitted += 1
+                if k not in started:  # a mapped shard: views, nothing to read
+                    raws: Iterator[RawTensor] = advice.raw_all(f, threads)
+                else:
+                    read, futures = started[k]
+                    for future in futures:
+                        try:
+                            future.result()
+                        except OSError as e:
+                            raise read.failed(e) from e
+                    del started[k]
+                    raws = read.tensors()
+                for raw in raws:
+                    if raw.name not in ignored:
+                        yield raw
+        finally:
+            for _, futures in started.values():
+                for future in futures:
+                    future.cancel()
+            pool.shutdown(wait=True)  # no thread may still write into a buffer once we return
 
     def close(self) -> None:
         with self._lock:
@@ -203,6 +336,31 @@ class ShardedFile:
             self._checks = {}
         for f in shards:
             f.close()
+
+
+class _MapAdvice:
+    """Read-ahead shared by the mapped shards of one bulk load.
+
+    A shard read whole on its own is read ahead as far as the source allows (half the memory
+    available, see ``MmapSource.prefetch``); shards read one after another share that
+    allowance instead, taken from the memory available when the load starts, so a checkpoint
+    larger than memory does not read its last shards ahead over its first ones before they
+    are used.  Beyond it, pages are read when first touched.
+    """
+
+    def __init__(self) -> None:
+        self.started = False
+        self.left: int | None = None  # None: no bound known
+
+    def raw_all(self, f: SafeFile, threads: int | None) -> Iterator[RawTensor]:
+        if not self.started:  # at the first mapped shard: a load of copying shards never asks
+            self.started = True
+            available = mem_available()
+            self.left = None if available is None else available // 2
+        asked = f.advise_all(self.left)
+        if self.left is not None:
+            self.left -= asked
+        return f.raw_all(threads, advise=False)
 
 
 def _to_str(v: Any) -> str:
@@ -280,7 +438,8 @@ def open_index(
     def open_shard(shard: str) -> SafeFile:
         return SafeFile(open_source(shard_location(shard), backend, storage_options))
 
-    return ShardedFile(index, open_shard, name, shard_location)
+    remote = url_scheme(location) not in (None, "file")
+    return ShardedFile(index, open_shard, name, shard_location, remote=remote)
 
 
 def open_file(

@@ -28,9 +28,11 @@ from typing import Any
 from ._adapters.torch import _torch_shape, require_available, torch_dtype
 from ._device import parse_device
 from ._optional import require
+from .io.memory import check_allocation
 from .io.protocols import capabilities
 from .io.sources import open_source
-from .reader import SafeFile, check_threads
+from .reader import SafeFile, check_threads, default_threads
+from .sharded import ShardedFile
 
 torch = require("torch", "torch")
 
@@ -111,16 +113,18 @@ def load_to_device(
 ) -> dict[str, Any]:
     """Load every tensor of ``file`` onto ``device`` through the ring.
 
-    ``file`` is a SafeFile, or anything ``io.open_source`` opens (a path is read with mmap,
-    or pread on a network/FUSE filesystem).  ``pin`` defaults to True for CUDA destinations.
-    ``threads`` (None or a positive int) parallelises the reads that fill each staging
-    buffer.  Returns ``{name: tensor}`` in file order; a failed read raises a SourceError
+    ``file`` is a SafeFile, a ShardedFile (loaded shard by shard), or anything
+    ``io.open_source`` opens (a path is read with mmap, or pread on a network/FUSE
+    filesystem).  ``pin`` defaults to True for CUDA destinations.  ``threads`` (None or a
+    positive int) parallelises the reads that fill each staging buffer.  Returns ``{name: tensor}`` in file order; a failed read raises a SourceError
     naming the tensor, and no tensor is returned.
     """
     cfg = config or DEFAULT
     if cfg.buffers < 1 or cfg.buffer_bytes < 1:
         raise ValueError(f"staging needs at least one buffer of at least one byte, got {cfg}")
     threads = check_threads(threads)
+    if isinstance(file, ShardedFile):
+        return _load_shards(file, device, threads, cfg, pin)
     owned = not isinstance(file, SafeFile)
     safe = SafeFile(open_source(file)) if owned else file
     try:
@@ -133,6 +137,7 @@ def load_to_device(
         pin = is_cuda if pin is None else pin
         safe.check_open()
         tensors = safe.header.tensors
+        _check_host_memory(safe, cfg, dev.type == "cpu", threads)
         dests = [torch.empty(t.nbytes, dtype=torch.uint8, device=dev) for t in tensors]
         registered = cfg.register_host and is_cuda and _register_and_copy(safe, dests, ops)
         if not registered:
@@ -149,13 +154,49 @@ def load_to_device(
             safe.close()
 
 
+def _load_shards(file: ShardedFile, device: Any, threads: int | None, cfg: StagingConfig, pin: bool | None) -> dict[str, Any]:
+    """A sharded checkpoint through the ring, shard by shard in file order, after checking every
+    shard against the index (as ``ShardedFile.raw_all`` does); tensors the index does not map to
+    a shard are left out."""
+    file.check_open()
+    ignored = {shard: set(file.check(shard, complete=True).ignored) for shard in file.shard_names}
+    out: dict[str, Any] = {}
+    for shard, skip in ignored.items():
+        part = load_to_device(file.shard(shard), device, threads=threads, config=cfg, pin=pin)
+        out.update((name, t) for name, t in part.items() if name not in skip)
+    return out
+
+
+def _ring_shape(cfg: StagingConfig, total: int) -> tuple[int, int]:
+    """(buffers, bytes per buffer) of the ring for a data region of ``total`` bytes."""
+    size = min(cfg.buffer_bytes, max(total, 1))
+    return min(cfg.buffers, -(-total // size) or 1), size
+
+
+def _check_host_memory(safe: SafeFile, cfg: StagingConfig, to_cpu: bool, threads: int | None) -> None:
+    """Refuse (InsufficientMemory) before allocating, when the ring (pinned memory, which
+    cannot be swapped or reclaimed) plus, for a CPU destination, the tensors themselves would
+    not fit in the memory this process can have."""
+    total = safe.header.data_size
+    buffers, size = _ring_shape(cfg, total)
+    host = buffers * size + (total if to_cpu else 0)
+    check_allocation(
+        host,
+        source=safe.name,
+        what=f"{'all tensors through ' if to_cpu else ''}a staging ring of {buffers} x {size} bytes",
+        threads=threads or default_threads(),
+        advice="use fewer or smaller staging buffers (StagingConfig, PYSAFETENSORS_STAGING_BUFFERS / "
+        "PYSAFETENSORS_STAGING_BYTES)" + (', or load with backend="mmap" on the CPU' if to_cpu else ""),
+    )
+
+
 def _staged_copy(safe: SafeFile, dests: list[Any], ops: Any, cfg: StagingConfig, pin: bool, threads: int | None) -> None:
     """Walk the data region chunk by chunk; each chunk feeds the tensors it overlaps."""
     header = safe.header
     tensors = header.tensors
     total = header.data_size
-    size = min(cfg.buffer_bytes, max(total, 1))
-    ring = [_host_buffer(size, pin) for _ in range(min(cfg.buffers, -(-total // size) or 1))]
+    buffers, size = _ring_shape(cfg, total)
+    ring = [_host_buffer(size, pin) for _ in range(buffers)]
     events: list[Any] = [None] * len(ring)
     first = 0  # first tensor that may still overlap the current chunk
     for k, pos in enumerate(range(0, total, size)):

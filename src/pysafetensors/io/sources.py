@@ -11,6 +11,7 @@ are in ``protocols.py``.
 from __future__ import annotations
 
 import ctypes
+import errno
 import mmap
 import os
 import stat
@@ -22,6 +23,7 @@ from typing import Any, BinaryIO
 
 from ..errors import FileClosed, InvalidBackend, SourceError
 from . import fstype
+from .memory import mapping_refused, mem_available
 from .protocols import BinaryFile, ByteSource, ReadsInto
 from .regular import open_regular
 
@@ -86,13 +88,9 @@ def readahead_cap(dev: int) -> int:
 def _free_bytes() -> int | None:
     """Memory available without swapping (Linux ``MemAvailable``: free plus reclaimable cache;
     elsewhere the free pages), or None where it cannot be asked."""
-    try:
-        with open("/proc/meminfo", "rb") as f:
-            for line in f:
-                if line.startswith(b"MemAvailable:"):
-                    return int(line.split()[1]) << 10
-    except (OSError, ValueError, IndexError):
-        pass
+    available = mem_available()
+    if available is not None:
+        return available
     try:
         return int(os.sysconf("SC_AVPHYS_PAGES")) * mmap.PAGESIZE
     except (AttributeError, ValueError, OSError):
@@ -128,9 +126,14 @@ class MmapSource:
             self._dev = st.st_dev
             # ACCESS_COPY (MAP_PRIVATE): shares the page cache for reads; a caller writing
             # into a tensor gets private pages instead of corrupting the file.
-            self._map: mmap.mmap | None = (
-                mmap.mmap(fd, self.size, access=mmap.ACCESS_COPY) if self.size else None
-            )
+            try:
+                self._map: mmap.mmap | None = (
+                    mmap.mmap(fd, self.size, access=mmap.ACCESS_COPY) if self.size else None
+                )
+            except OSError as e:
+                if e.errno == errno.ENOMEM:  # an address-space limit (ulimit -v) below the file
+                    raise mapping_refused(self.size, self.name, e) from e
+                raise
         finally:
             os.close(fd)  # the map holds its own duplicate
         self._view = memoryview(self._map) if self._map is not None else memoryview(b"")
