@@ -12,6 +12,7 @@ import http.client
 import logging
 import socket
 import threading
+import urllib.parse
 import uuid
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -92,6 +93,21 @@ _REFUSAL = (
 )
 
 
+def query(path: str) -> dict[str, str]:
+    """The query parameters of a request path (``?uploadId=...&partNumber=2``)."""
+    return {k: v[0] for k, v in urllib.parse.parse_qs(urllib.parse.urlsplit(path).query, keep_blank_values=True).items()}
+
+
+class _QuietServer(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        import sys
+
+        if not isinstance(sys.exc_info()[1], (ConnectionError, TimeoutError)):
+            super().handle_error(request, client_address)  # a client hanging up (a cancelled part) is no error
+
+
 class RefusingProxy:
     """Forwards every request to ``upstream`` (host:port) unchanged, except those for which
     ``refuse(method, path_and_query)`` is true: those get a 403 AccessDenied S3 error (their
@@ -154,8 +170,7 @@ class RefusingProxy:
 
             do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = _handle
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
+        self.httpd = _QuietServer(("127.0.0.1", 0), Handler)
         self.endpoint = f"http://127.0.0.1:{self.httpd.server_address[1]}"
         self.thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
         self.thread.start()

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from pysafetensors.errors import WriteError
-from pysafetensors.numpy import load_file, save_file
 from pysafetensors.io.sinks import AtomicFileSink
+from pysafetensors.numpy import load_file, save_file
 from pysafetensors.tools.metadata import edit_metadata as compute_metadata
 
 from .conftest import SAMPLE_METADATA, run_cli

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -195,6 +196,9 @@ def test_s3_save_is_a_multipart_upload_streamed_while_writing(s3: MotoS3, arrays
     def later() -> memoryview:
         uploads = s3.uploads(bucket)
         assert len(uploads) == 1 and uploads[0]["Key"] == "m.safetensors"
+        deadline = time.monotonic() + 60  # parts upload in the background: wait for them to land
+        while sum(p["Size"] for p in s3.parts(bucket, uploads[0])) < 3 * PART and time.monotonic() < deadline:
+            time.sleep(0.05)
         seen.append(sum(p["Size"] for p in s3.parts(bucket, uploads[0])))
         assert s3.keys(bucket) == []  # nothing visible before the commit
         return memoryview(np.arange(1000, dtype=np.float32))
@@ -203,7 +207,7 @@ def test_s3_save_is_a_multipart_upload_streamed_while_writing(s3: MotoS3, arrays
     items = [WriteItem("a", by_code("F32"), (4 * 1024 * 1024,), lambda: np.ones(4 * 1024 * 1024, np.float32)),
              WriteItem("b", by_code("F32"), (1000,), later)]
     write_file(items, f"s3://{bucket}/m.safetensors", storage_options=s3.options())
-    assert seen and seen[0] >= 2 * PART  # 16 MiB written: at least two parts had gone out
+    assert seen == [3 * PART]  # 16 MiB written: three whole parts were on the server before the rest existed
     assert s3.uploads(bucket) == [] and s3.keys(bucket) == ["m.safetensors"]
     with safe_open(f"s3://{bucket}/m.safetensors", "np", storage_options=s3.options()) as f:
         assert f.get_tensor("b").tolist() == list(range(1000))

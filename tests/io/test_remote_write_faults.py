@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from s3_servers import MotoS3, RefusingProxy
+from s3_servers import MotoS3, RefusingProxy, query
 
 from pysafetensors.errors import WriteError
 from pysafetensors.io import remote_sinks
@@ -54,8 +54,8 @@ def _refusing(s3: MotoS3, rule: Any) -> RefusingProxy:
 @pytest.mark.parametrize(
     "what, rule",
     [
-        ("the second part", lambda method, path: method == "PUT" and "partNumber=2&" in path),
-        ("the completion", lambda method, path: method == "POST" and "uploadId=" in path),
+        ("the second part", lambda method, path: method == "PUT" and query(path).get("partNumber") == "2"),
+        ("the completion", lambda method, path: method == "POST" and "uploadId" in query(path)),
     ],
 )
 def test_a_refusal_leaves_no_object_and_no_pending_upload(
@@ -75,7 +75,7 @@ def test_a_refused_part_leaves_the_existing_object_as_it_was(s3: MotoS3, tensors
     old = {"old": np.arange(10, dtype=np.int64)}
     save_file(old, f"s3://{bucket}/m.safetensors", storage_options=s3.options())
     def refuse_third_part(method: str, path: str) -> bool:
-        return method == "PUT" and "partNumber=3&" in path
+        return method == "PUT" and query(path).get("partNumber") == "3"
 
     with _refusing(s3, refuse_third_part) as proxy, pytest.raises(WriteError):
         save_file(tensors, f"s3://{bucket}/m.safetensors", storage_options=s3.options(proxy.endpoint))
@@ -87,7 +87,7 @@ def test_a_refusal_in_a_sharded_save_leaves_nothing(s3: MotoS3, tensors: dict[st
     bucket = s3.new_bucket()
     two = {"a": tensors["w"], "b": tensors["w"][: 2 * 1024 * 1024].copy()}
     def refuse_second_shard(method: str, path: str) -> bool:
-        return method == "PUT" and "00002-of-00002" in path and "partNumber=2&" in path
+        return method == "PUT" and "00002-of-00002" in path and query(path).get("partNumber") == "2"
 
     with _refusing(s3, refuse_second_shard) as proxy:
         with pytest.raises(WriteError):
@@ -109,7 +109,7 @@ _KILLED_WRITER = textwrap.dedent(
     opts = {"key": "testing", "secret": "testing", "client_kwargs": {"endpoint_url": endpoint}}
 
     def stall():
-        print("uploading", flush=True)  # the first 16 MiB are out; the parent kills us here
+        print("uploading", flush=True)  # 16 MiB written: three parts sent; the parent kills us here
         time.sleep(120)
         raise SystemExit("not killed")
 
@@ -137,7 +137,10 @@ def test_a_writer_killed_mid_upload_never_shows_an_object(s3: MotoS3, tmp_path: 
         assert proc.stdout.readline().strip() == "uploading", proc.stderr.read() if proc.stderr else ""
         uploads = s3.uploads(bucket)
         assert [u["Key"] for u in uploads] == ["ck/m.safetensors"]
-        assert sum(p["Size"] for p in s3.parts(bucket, uploads[0])) >= 3 * PART
+        deadline = time.monotonic() + 60  # the parts upload in the writer's background: let them land
+        while sum(p["Size"] for p in s3.parts(bucket, uploads[0])) < 3 * PART and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert sum(p["Size"] for p in s3.parts(bucket, uploads[0])) == 3 * PART
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=30)
     finally:

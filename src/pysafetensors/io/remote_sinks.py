@@ -1,14 +1,15 @@
-"""Saving to URLs: one file streamed to an fsspec store, published all at once; a URL prefix
-as the directory of a sharded save.
+"""Saving to URLs: one file streamed to an fsspec store and published all at once.
 
 How a file gets to the store, and what a reader can see on the way:
 
-* ``s3://`` (s3fs): an S3 multipart upload to the target key.  Parts go out while the tensors
-  are written (a part is sent each time :data:`PART_SIZE` bytes have collected, so memory holds
-  the tensor being written plus about two parts), the upload is completed by ``commit`` and
-  aborted by ``abort`` (any error or interrupt inside a save).  S3 shows the object only when
-  the upload completes, so there is never a torn object, and an existing object at the key is
-  replaced only then.  A file smaller than one part is a single PUT, equally all or nothing.
+* ``s3://`` (s3fs): an S3 multipart upload to the target key (``_s3_upload``).  Parts go out
+  while the tensors are written: a part is sent each time :data:`PART_SIZE` bytes have
+  collected, up to :data:`UPLOAD_BUFFER` bytes of parts upload at once, so memory holds the
+  tensor being written plus at most ``UPLOAD_BUFFER + PART_SIZE``.  The upload is completed
+  by ``commit`` and aborted by ``abort`` (any error or interrupt inside a save).  S3 shows
+  the object only when the upload completes, so there is never a torn object, and an
+  existing object at the key is replaced only then.  A file smaller than one part is a
+  single PUT, equally all or nothing.
 * Every other fsspec store (``memory://``, ``gs://``, ``az://``, ``sftp://``...): the file is
   written to a hidden temporary name beside the target, then moved onto it with ``fs.mv`` by
   ``commit`` (a rename where the store has one, else its copy and delete); ``abort`` removes
@@ -37,12 +38,16 @@ from typing import Any
 from .._optional import require
 from ..errors import MissingBackend, SafetensorError, UnwritableTarget, WriteError
 from ._fsspec import _BACKEND_MODULES
+from ._s3_upload import S3MultipartUpload
 from .redact import redact_text, redact_url
 from .registry import url_scheme
 from .sinks import Buffer, default_durable, pwrite_all, reserve_fd, temp_name
 
 # A part is uploaded each time this many bytes have collected; a file smaller is one PUT.
-PART_SIZE = 16 << 20
+PART_SIZE = 8 << 20
+# At most this many bytes of parts upload at once (S3: UPLOAD_BUFFER // part size parts in
+# flight, at least one); memory holds these plus the part being filled.
+UPLOAD_BUFFER = 32 << 20
 # S3 allows 10,000 parts per upload: larger files get larger parts (see part_size).
 MAX_PARTS = 10_000
 # The most handed to the store's file object at once, so its buffer never holds more than
@@ -135,7 +140,7 @@ class RemoteFileSink:
 
     See the module docstring for what each store guarantees.  ``reserve(size)`` (before the
     first write) sizes the upload's parts for the file; ``write`` hands the store at most
-    1 MiB at a time, so its buffer stays about one part.  Used as a context manager, an
+    1 MiB at a time, so an fsspec file's buffer stays about one part.  Used as a context manager, an
     exception inside the block aborts (as :class:`~pysafetensors.io.sinks.AtomicFileSink`).
     """
 
@@ -174,7 +179,11 @@ class RemoteFileSink:
             raise WriteError(f"the save to {self.path} is already finished")
         if self._file is None:
             try:
-                self._file = self.fs.open(self.write_key, "wb", block_size=self.block_size)
+                if self.multipart:
+                    in_flight = max(1, UPLOAD_BUFFER // self.block_size)
+                    self._file = S3MultipartUpload(self.fs, self.write_key, self.block_size, in_flight)
+                else:
+                    self._file = self.fs.open(self.write_key, "wb", block_size=self.block_size)
             except Exception as e:  # noqa: BLE001
                 raise _write_error("opening", self.path, e) from None
         return self._file
@@ -207,7 +216,8 @@ class RemoteFileSink:
         f = self._open()  # an empty file still creates its object
         self._done = True
         try:
-            f.close()  # S3: the last part, then CompleteMultipartUpload (or one PUT)
+            f.close()  # S3: the last parts, then CompleteMultipartUpload (or one PUT)
+            self.fs.invalidate_cache(self.key)
         except BaseException as e:
             self._cleanup()
             if isinstance(e, Exception):

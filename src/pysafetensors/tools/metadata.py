@@ -273,12 +273,15 @@ def edit_metadata(
     shown = redact_url(path)
     if action not in ("set", "unset", "strip"):
         raise ValueError(f"unknown metadata action {action!r}")
+    sharded = (f"{shown}: metadata edits work on one .safetensors file; edit a sharded checkpoint "
+               "shard by shard (and its index's \"metadata\" by hand)")
     if is_sharded_path(path):
-        raise InvalidMetadata(f"{shown}: metadata edits work on one .safetensors file; edit a sharded checkpoint "
-                              "shard by shard (and its index's \"metadata\" by hand)")
+        raise InvalidMetadata(sharded)
     if output is None and url_scheme(path) is not None:
-        raise InvalidMetadata(f"{shown}: a URL cannot be edited in place; write the result with --output FILE")
+        raise InvalidMetadata(f"{shown}: a URL cannot be edited in place; write the result with --output FILE or URL")
     with open_checkpoint(path, storage_options) as ckpt:
+        if ckpt.sharded:  # a URL prefix holding an index (is_sharded_path cannot tell without listing it)
+            raise InvalidMetadata(sharded)
         f = ckpt.files[0]
         header = f.header
         old = bytearray(header.header_size)
