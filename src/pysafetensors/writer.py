@@ -72,6 +72,9 @@ def stream(layout: WriteLayout, items: Mapping[str, WriteItem], sink: Any) -> No
         if batch_bytes >= _BATCH_BYTES:
             sink.write(batch)
             batch, batch_bytes = [], 0
+        # The next tensor's bytes are made before ``view`` is rebound: unless the batch still
+        # holds this one, let it go now, so tensors made on demand are alive one at a time.
+        del view
     if batch:
         sink.write(batch)
 

@@ -10,6 +10,7 @@ import os
 import secrets
 import time
 import uuid
+import weakref
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -211,6 +212,27 @@ def test_s3_save_is_a_multipart_upload_streamed_while_writing(s3: MotoS3, arrays
     assert s3.uploads(bucket) == [] and s3.keys(bucket) == ["m.safetensors"]
     with safe_open(f"s3://{bucket}/m.safetensors", "np", storage_options=s3.options()) as f:
         assert f.get_tensor("b").tolist() == list(range(1000))
+
+
+def test_tensors_made_on_demand_are_alive_one_at_a_time(store: Store) -> None:
+    """The save's memory is one tensor plus the upload's buffers: the tensor written before is
+    released before the next one is made (tensors of 16 MiB, written one per batch)."""
+    n = 4 * 1024 * 1024
+    alive: list[weakref.ref[np.ndarray]] = []
+
+    def make(i: int) -> Callable[[], np.ndarray]:
+        def get_bytes() -> np.ndarray:
+            assert [r for r in alive if r() is not None] == [], f"tensor {i}: an earlier tensor is still held"
+            a = np.full(n, i, np.float32)
+            alive.append(weakref.ref(a))
+            return a
+
+        return get_bytes
+
+    write_file([WriteItem(f"t{i}", by_code("F32"), (n,), make(i)) for i in range(3)], store.url("lazy.safetensors"),
+               storage_options=store.options)
+    with safe_open(store.url("lazy.safetensors"), "np", storage_options=store.options) as f:
+        assert [float(f.get_slice(f"t{i}")[n - 1]) for i in range(3)] == [0.0, 1.0, 2.0]
 
 
 def test_small_s3_save_is_one_put_and_empty_files_work(s3: MotoS3, tmp_path: Any) -> None:
@@ -436,3 +458,15 @@ def test_remove_stale_uploads_clears_orphans_and_keeps_live_saves(store: Store) 
     assert sorted(removed) == sorted([store.url(f"ck/{orphan_tmp}"), store.url(f"ck/{orphan_stage}")])
     assert store.listing("ck/") == ["ck/keep.safetensors"]
     assert pending_uploads(store.url("ck"), store.options) == [] and store.pending() == []
+
+
+def test_metadata_edit_refuses_a_sharded_url_prefix(store: Store, arrays: dict[str, np.ndarray]) -> None:
+    from pysafetensors.errors import InvalidMetadata
+    from pysafetensors.tools.metadata import edit_metadata
+
+    np_save_sharded(arrays, store.url("ck"), max_shard_size=4 << 20, storage_options=store.options)
+    before = store.listing()
+    with pytest.raises(InvalidMetadata, match="shard by shard"):
+        edit_metadata(store.url("ck/"), "set", {"k": "v"}, output=store.url("out.safetensors"),
+                      storage_options=store.options, output_storage_options=store.options)
+    assert store.listing() == before

@@ -2,12 +2,12 @@
 until :meth:`S3MultipartUpload.close`.
 
 s3fs's own file object (``S3File``) uploads one part at a time while the writer waits, and a
-part given to botocore as bytes is copied three more times on its way to the socket (aiohttp
-slices it, joins it to the headers, asyncio buffers what the socket did not take: 188 MiB of
-memory for one 64 MiB part, measured).  Here a filled part is handed over as a file object
-reading the part's own buffer (:class:`_PartBody`), which aiohttp sends 64 KiB at a time
-(3 MiB for the same part), and uploads on s3fs's event loop while the next part fills; at most
-``in_flight`` parts are uploading at once, so memory holds at most ``in_flight + 1`` parts.
+part given to botocore as bytes is copied up to three more times on its way to the socket
+(aiohttp slices it and joins it to the headers, asyncio buffers what the socket did not take).
+Here a filled part is handed over as a file object reading the part's own buffer
+(:class:`_PartBody`), which aiohttp sends 64 KiB at a time, and uploads on s3fs's event loop
+while the next part fills; at most ``in_flight`` parts are uploading at once, so memory holds
+at most ``in_flight + 1`` parts.
 Requests go through ``S3FileSystem._call_s3``: the filesystem's credentials, its extra
 arguments (``s3_additional_kwargs``: encryption, ACL...), its retries and its error
 translation.  A file smaller than one part is a single ``PutObject``.

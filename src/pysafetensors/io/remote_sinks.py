@@ -46,8 +46,9 @@ from .sinks import Buffer, default_durable, pwrite_all, reserve_fd, temp_name
 # A part is uploaded each time this many bytes have collected; a file smaller is one PUT.
 PART_SIZE = 8 << 20
 # At most this many bytes of parts upload at once (S3: UPLOAD_BUFFER // part size parts in
-# flight, at least one); memory holds these plus the part being filled.
-UPLOAD_BUFFER = 32 << 20
+# flight, at least one); memory holds these plus the part being filled (and the HTTP
+# client's own buffers: benchmarks/write_remote.py measures the whole).
+UPLOAD_BUFFER = 24 << 20
 # S3 allows 10,000 parts per upload: larger files get larger parts (see part_size).
 MAX_PARTS = 10_000
 # The most handed to the store's file object at once, so its buffer never holds more than
