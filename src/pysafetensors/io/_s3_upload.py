@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import contextlib
 import io
+import threading
 from typing import Any
 
 from ..errors import WriteError
@@ -74,12 +74,25 @@ class S3MultipartUpload:
         self.closed = False
         self._buf = bytearray(part_size)
         self._fill = 0
-        self._pending: list[tuple[int, concurrent.futures.Future[Any]]] = []
+        self._pending: list[tuple[int, concurrent.futures.Future[Any], threading.Event]] = []
         self._parts: list[dict[str, Any]] = []
         self._next = 1
 
     def _call(self, method: str, **kwargs: Any) -> concurrent.futures.Future[Any]:
         return asyncio.run_coroutine_threadsafe(self.fs._call_s3(method, **kwargs), self.fs.loop)
+
+    def _call_tracked(self, method: str, **kwargs: Any) -> tuple[concurrent.futures.Future[Any], threading.Event]:
+        """A call whose end (done, failed or cancelled) sets the returned event: cancelling the
+        future only asks the loop to stop the request; the event says it has stopped."""
+        ended = threading.Event()
+
+        async def tracked() -> Any:
+            try:
+                return await self.fs._call_s3(method, **kwargs)
+            finally:
+                ended.set()
+
+        return asyncio.run_coroutine_threadsafe(tracked(), self.fs.loop), ended
 
     def _sync(self, method: str, **kwargs: Any) -> Any:
         return self._call(method, **kwargs).result()
@@ -107,13 +120,13 @@ class S3MultipartUpload:
         self._fill = 0
         number = self._next
         self._next += 1
-        future = self._call(
+        future, ended = self._call_tracked(
             "upload_part", Bucket=self.bucket, Key=self.key, UploadId=self.upload_id, PartNumber=number, Body=body
         )
-        self._pending.append((number, future))
+        self._pending.append((number, future, ended))
 
-    def _collect(self, pending: tuple[int, concurrent.futures.Future[Any]]) -> None:
-        number, future = pending
+    def _collect(self, pending: tuple[int, concurrent.futures.Future[Any], threading.Event]) -> None:
+        number, future, _ = pending
         out = future.result()
         part = {"PartNumber": number, "ETag": out["ETag"]}
         for checksum in ("ChecksumCRC32", "ChecksumCRC32C", "ChecksumSHA1", "ChecksumSHA256", "ChecksumCRC64NVME"):
@@ -142,18 +155,25 @@ class S3MultipartUpload:
         self.upload_id = None
 
     def discard(self) -> None:
-        """Abort: cancel the parts in flight, wait for them, then AbortMultipartUpload."""
+        """Abort: stop the parts in flight and wait until they have stopped, then
+        AbortMultipartUpload, repeated (up to 3 times) while S3 still lists the upload, as S3
+        asks of a part that raced the abort."""
         self.closed = True
         self._buf = bytearray()
         pending, self._pending = self._pending, []
-        for _, future in pending:
+        for _, future, _ in pending:
             future.cancel()
-        for _, future in pending:
-            with contextlib.suppress(BaseException):
-                future.result(timeout=60)
-        if self.upload_id is not None:
-            upload_id, self.upload_id = self.upload_id, None
+        for _, _, ended in pending:
+            ended.wait(timeout=60)
+        if self.upload_id is None:
+            return
+        upload_id, self.upload_id = self.upload_id, None
+        for _ in range(3):
             self._sync("abort_multipart_upload", Bucket=self.bucket, Key=self.key, UploadId=upload_id)
+            try:
+                self._sync("list_parts", Bucket=self.bucket, Key=self.key, UploadId=upload_id)
+            except Exception:  # noqa: BLE001 - NoSuchUpload: gone, as it should be
+                return
 
 
 __all__ = ["S3MultipartUpload"]
