@@ -111,12 +111,15 @@ class _QuietServer(ThreadingHTTPServer):
 class RefusingProxy:
     """Forwards every request to ``upstream`` (host:port) unchanged, except those for which
     ``refuse(method, path_and_query)`` is true: those get a 403 AccessDenied S3 error (their
-    body is read and dropped, never forwarded).  ``refused`` lists what was refused."""
+    body is read and dropped, never forwarded).  ``refused`` lists what was refused, ``seen``
+    every request (``"METHOD /path?query"``) in the order they arrived."""
 
-    def __init__(self, upstream: str, refuse: Callable[[str, str], bool]) -> None:
+    def __init__(self, upstream: str, refuse: Callable[[str, str], bool], head_length: str | None = None) -> None:
         self.upstream = upstream
+        self.head_length = head_length  # when set: every HEAD reply claims this size (a store gone wrong)
         self.refuse = refuse
         self.refused: list[str] = []
+        self.seen: list[str] = []
         self.lock = threading.Lock()
         proxy = self
 
@@ -141,6 +144,8 @@ class RefusingProxy:
 
             def _handle(self) -> None:
                 body = self._body()
+                with proxy.lock:
+                    proxy.seen.append(f"{self.command} {self.path}")
                 if proxy.refuse(self.command, self.path):
                     with proxy.lock:
                         proxy.refused.append(f"{self.command} {self.path}")
@@ -161,7 +166,9 @@ class RefusingProxy:
                     for k, v in reply.getheaders():
                         if k.lower() not in ("transfer-encoding", "content-length", "connection", "date", "server"):
                             self.send_header(k, v)
-                    self.send_header("Content-Length", str(len(data)))
+                    # A HEAD reply's Content-Length is the object's size, not this empty body's.
+                    length = (proxy.head_length or reply.getheader("Content-Length")) if self.command == "HEAD" else None
+                    self.send_header("Content-Length", length or str(len(data)))
                     self.end_headers()
                     if self.command != "HEAD":
                         self.wfile.write(data)

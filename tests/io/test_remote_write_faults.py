@@ -158,3 +158,25 @@ def test_a_writer_killed_mid_upload_never_shows_an_object(s3: MotoS3, tmp_path: 
     removed = remove_stale_uploads(f"s3://{bucket}/ck/", older_than=0, storage_options=s3.options())
     assert removed == [f"multipart upload {uploads[0]['UploadId']} of {url}"]
     assert s3.uploads(bucket) == [] and s3.keys(bucket) == []
+
+
+@pytest.mark.parametrize("durable", [False, True])
+def test_durable_save_asks_the_store_for_the_object_after_the_commit(
+    s3: MotoS3, tensors: dict[str, np.ndarray], durable: bool
+) -> None:
+    bucket = s3.new_bucket()
+    with RefusingProxy(f"127.0.0.1:{s3.port}", lambda method, path: False) as proxy:
+        save_file(tensors, f"s3://{bucket}/m.safetensors", durable=durable, storage_options=s3.options(proxy.endpoint))
+    key = f"/{bucket}/m.safetensors"
+    completed = [i for i, r in enumerate(proxy.seen) if r.startswith(f"POST {key}?") and "uploadId" in query(r)]
+    assert len(completed) == 1
+    after = [r for r in proxy.seen[completed[0] + 1 :] if r.split("?")[0] in (f"HEAD {key}", f"GET {key}")]
+    assert bool(after) == durable  # durable: the object is looked up once the commit is acknowledged
+    assert s3.get(bucket, "m.safetensors") == save(tensors)
+
+
+def test_durable_save_fails_when_the_store_reports_another_size(s3: MotoS3, tensors: dict[str, np.ndarray]) -> None:
+    bucket = s3.new_bucket()
+    lying = RefusingProxy(f"127.0.0.1:{s3.port}", lambda method, path: False, head_length="0")
+    with lying, pytest.raises(WriteError, match="store reports 0 bytes after the commit, 16777296 were written"):
+        save_file(tensors, f"s3://{bucket}/m.safetensors", durable=True, storage_options=s3.options(lying.endpoint))
