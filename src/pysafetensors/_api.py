@@ -131,10 +131,15 @@ def serialize_file(
     *,
     alignment: int = 8,
     durable: bool | None = None,
+    storage_options: Mapping[str, Any] | None = None,
 ) -> None:
     """Serialize to ``filename``: streamed, atomic (temp file + rename), umask mode;
-    ``durable=True`` (or ``PYSAFETENSORS_DURABLE=1``) also fsyncs, to survive a power loss."""
-    write_file(_items(tensor_dict), filename, metadata, alignment, durable=durable)
+    ``durable=True`` (or ``PYSAFETENSORS_DURABLE=1``) also fsyncs, to survive a power loss.
+
+    ``filename`` may be an fsspec URL (``s3://bucket/model.safetensors``, ``memory://...``):
+    streamed to the store and published only when complete; ``storage_options`` go to its
+    filesystem (see the writing guide)."""
+    write_file(_items(tensor_dict), filename, metadata, alignment, durable=durable, storage_options=storage_options)
 
 
 def deserialize(data: Any) -> list[tuple[str, dict[str, Any]]]:
@@ -159,7 +164,9 @@ class SafetensorsWriter(IncrementalWriter):
     file beside ``path``.  ``close()`` checks that every tensor was completely written, then
     renames the temp file into place (after an fsync when ``durable``); ``abort()`` (or an
     exception inside ``with``) removes the temp file and leaves any old file untouched.  The
-    result is byte-identical to ``save_file`` of the same tensors.
+    result is byte-identical to ``save_file`` of the same tensors.  An fsspec URL ``path``
+    (``storage_options`` for its filesystem) is staged in a local temp file (``TMPDIR``) and
+    uploaded by ``close()``, all or nothing.
 
     ``dtype`` may be a code (``"F32"``), a TensorSpec name (``"float32"``), a numpy dtype or a
     torch dtype.  ``write`` takes numpy arrays, framework tensors (torch, jax, tensorflow,
@@ -183,6 +190,12 @@ def open_writer(
     *,
     alignment: int = 8,
     durable: bool | None = None,
+    storage_options: Mapping[str, Any] | None = None,
 ) -> SafetensorsWriter:
-    """Start an incremental write: ``with open_writer(path, {"w": ("F32", (4, 4))}) as w: w.write("w", arr)``."""
-    return SafetensorsWriter(path, tensors, metadata, alignment=alignment, durable=durable)
+    """Start an incremental write: ``with open_writer(path, {"w": ("F32", (4, 4))}) as w: w.write("w", arr)``.
+
+    ``path`` may be an fsspec URL (``storage_options`` for its filesystem): the file is then
+    staged in a local temp file (in ``TMPDIR``, the whole file's size) and uploaded on close."""
+    return SafetensorsWriter(
+        path, tensors, metadata, alignment=alignment, durable=durable, storage_options=storage_options
+    )

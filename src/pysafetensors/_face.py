@@ -38,6 +38,7 @@ class SaveFile(Protocol):
         *,
         alignment: int = ...,
         durable: bool | None = ...,
+        storage_options: Mapping[str, Any] | None = ...,
     ) -> None: ...
 
 
@@ -52,6 +53,7 @@ class SaveSharded(Protocol):
         variant: str | None = ...,
         basename: str = ...,
         durable: bool | None = ...,
+        storage_options: Mapping[str, Any] | None = ...,
     ) -> str: ...
 
 
@@ -107,8 +109,9 @@ def declare(module: str, adapter: ModuleType, *, framework: str, kind: str, what
         *,
         alignment: int = 8,
         durable: bool | None = None,
+        storage_options: Mapping[str, Any] | None = None,
     ) -> None:
-        write_file(items(tensors), filename, metadata, alignment, durable=durable)
+        write_file(items(tensors), filename, metadata, alignment, durable=durable, storage_options=storage_options)
 
     @paused_gc()
     def save_sharded(
@@ -120,6 +123,7 @@ def declare(module: str, adapter: ModuleType, *, framework: str, kind: str, what
         variant: str | None = None,
         basename: str = "model",
         durable: bool | None = None,
+        storage_options: Mapping[str, Any] | None = None,
     ) -> str:
         # No storage ids: these faces write every tensor in full (views are materialized),
         # so two tensors over one buffer may land in different shards without losing anything.
@@ -127,7 +131,7 @@ def declare(module: str, adapter: ModuleType, *, framework: str, kind: str, what
 
         return write_sharded(
             items(tensors), directory, max_shard_size=max_shard_size, metadata=metadata,
-            basename=basename, variant=variant, durable=durable,
+            basename=basename, variant=variant, durable=durable, storage_options=storage_options,
         )
 
     @paused_gc()
@@ -155,13 +159,16 @@ def declare(module: str, adapter: ModuleType, *, framework: str, kind: str, what
     data region starts on)."""),
         "save_file": (save_file, f"""Save {what} to ``filename`` atomically (temp file + rename),
     streaming one tensor at a time; ``durable=True`` fsyncs before the rename (default:
-    ``PYSAFETENSORS_DURABLE``, else off)."""),
+    ``PYSAFETENSORS_DURABLE``, else off).  ``filename`` may be an fsspec URL (``s3://...``;
+    ``storage_options`` for its filesystem): streamed, published only when complete."""),
         "save_sharded": (save_sharded, f"""Save {what} as a Hugging Face sharded checkpoint in ``directory``.
 
     ``model-00001-of-00003.safetensors`` ... plus ``model.safetensors.index.json`` (a single
     shard is a plain ``model.safetensors``); ``max_shard_size`` is bytes or "5GB"/"500MB"
     (decimal units), filled greedily in key order; ``variant="fp16"`` gives
-    ``model.fp16-00001-of-00003.safetensors``.  Returns the index path (or the file's)."""),
+    ``model.fp16-00001-of-00003.safetensors``.  ``directory`` may be an fsspec URL prefix
+    (``s3://bucket/ckpt/``; ``storage_options`` for its filesystem).  Returns the index path
+    (or the file's)."""),
         "load": (load_on if devices else load, f"""Load {what} from safetensors bytes, {where}."""),
         "load_file": (load_file_on if devices else load_file, f"""Load every tensor of a file as {what}
     {where}, in file order.  ``filename`` may also be a URL, an index or a checkpoint

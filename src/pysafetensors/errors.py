@@ -180,6 +180,11 @@ class WriteError(SafetensorError, OSError):
     """Writing the output failed (disk full, permission...); the previous file is left intact."""
 
 
+class UnwritableTarget(WriteError):
+    """A save's target cannot be written at all: an ``http(s)://`` URL, or a store or URL
+    fsspec opens read-only.  Nothing was written."""
+
+
 class ProtectedTarget(WriteError):
     """An edit refused before writing: the target is read-only, a symbolic link or hard-linked,
     and the caller did not say how to treat it (``force``, ``links``)."""

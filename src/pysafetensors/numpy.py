@@ -47,10 +47,13 @@ def save_file(
     *,
     alignment: int = 8,
     durable: bool | None = None,
+    storage_options: Mapping[str, Any] | None = None,
 ) -> None:
     """Save arrays to ``filename`` atomically, streaming one array at a time; ``durable=True``
-    fsyncs before the rename (default: ``PYSAFETENSORS_DURABLE``, else off)."""
-    write_file(_items(tensor_dict), filename, metadata, alignment, durable=durable)
+    fsyncs before the rename (default: ``PYSAFETENSORS_DURABLE``, else off).  ``filename``
+    may be an fsspec URL (``s3://...``; ``storage_options`` for its filesystem): streamed to
+    the store, published only when complete."""
+    write_file(_items(tensor_dict), filename, metadata, alignment, durable=durable, storage_options=storage_options)
 
 
 @paused_gc()
@@ -94,8 +97,10 @@ def save_sharded(
     variant: str | None = None,
     basename: str = "model",
     durable: bool | None = None,
+    storage_options: Mapping[str, Any] | None = None,
 ) -> str:
-    """Save arrays as a Hugging Face sharded checkpoint in ``directory``.
+    """Save arrays as a Hugging Face sharded checkpoint in ``directory`` (a path, or an fsspec
+    URL prefix such as ``s3://bucket/ckpt/`` with ``storage_options`` for its filesystem).
 
     ``model-00001-of-00003.safetensors`` ... plus ``model.safetensors.index.json`` (a single
     shard is a plain ``model.safetensors``).  ``max_shard_size`` is bytes or "5GB"/"500MB"
@@ -108,5 +113,5 @@ def save_sharded(
     ids = {k: _storage_id(v) for k, v in tensor_dict.items() if isinstance(v, np.ndarray)}
     return write_sharded(
         items, directory, max_shard_size=max_shard_size, metadata=metadata, storage_ids=ids,
-        basename=basename, variant=variant, durable=durable,
+        basename=basename, variant=variant, durable=durable, storage_options=storage_options,
     )

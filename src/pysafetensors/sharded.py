@@ -26,7 +26,6 @@ from .errors import (
     SerializeError,
     TensorNotFound,
     UnmappedTensorWarning,
-    WriteError,
 )
 from .format._gcpause import paused_gc
 from .format.header import HEADER_CAP, TensorInfo
@@ -51,7 +50,7 @@ from .format.slicing import SlicePlan
 from .io.memory import mem_available
 from .io.protocols import capabilities
 from .io.registry import open_source, sibling_url, url_scheme
-from .io.sinks import AtomicFileSink, StagedDirectory
+from .io.sinks import StorageOptions, open_directory, open_sink
 from .reader import RawTensor, RegionRead, SafeFile, check_threads, default_threads
 from .writer import WriteItem, write_file
 
@@ -381,7 +380,14 @@ def is_index_name(obj: Any) -> bool:
 
 def find_in_directory(directory: str) -> str:
     """The file to load in a checkpoint directory: its index, or its only ``.safetensors`` file."""
-    names = sorted(os.listdir(directory))
+    return os.path.join(directory, pick_checkpoint_file(os.listdir(directory), directory))
+
+
+def pick_checkpoint_file(names: Sequence[str], directory: str) -> str:
+    """Which of ``names`` (a directory's listing) to load: the index, or the only ``.safetensors`` file.
+
+    ``directory`` names the place in errors (a path, or a redacted URL prefix)."""
+    names = sorted(names)
     indexes = [n for n in names if is_index_name(n)]
     if len(indexes) > 1:
         preferred = [n for n in indexes if n == index_file_name()]
@@ -389,7 +395,7 @@ def find_in_directory(directory: str) -> str:
             raise InvalidIndex(f"{directory}: several index files ({', '.join(indexes)}); open one of them")
         indexes = preferred
     if indexes:
-        return os.path.join(directory, indexes[0])
+        return indexes[0]
     files = [n for n in names if n.endswith(".safetensors")]
     if len(files) == 1:
         position = shard_position(files[0])
@@ -400,10 +406,40 @@ def find_in_directory(directory: str) -> str:
                 f"{directory}: holds only {files[0]}, shard {position[0]} of {position[1]}, and no index; "
                 "the checkpoint is incomplete (open the file by its name to read it alone)"
             )
-        return os.path.join(directory, files[0])
+        return files[0]
     if not files:
         raise FileNotFoundError(f"No such file or directory: {directory}: no *.safetensors.index.json or .safetensors file")
     raise InvalidIndex(f"{directory}: several .safetensors files and no index ({', '.join(files)}); open one of them")
+
+
+def resolve_location(path: str, storage_options: Mapping[str, Any] | None = None) -> str:
+    """The file a checkpoint location names: a local directory or an fsspec URL prefix
+    (``s3://bucket/ckpt/``) gives its index, or its only file; anything else is itself."""
+    if url_scheme(path) is None and os.path.isdir(path):
+        return find_in_directory(path)
+    found = _url_directory_file(path, storage_options)
+    return path if found is None else found
+
+
+def _url_directory_file(url: str, storage_options: Mapping[str, Any] | None) -> str | None:
+    """For an fsspec URL naming a directory (a trailing ``/``, or an extension-less name that
+    is a prefix with objects under it): the URL of the checkpoint file in it; else None."""
+    if url_scheme(url) in (None, "file", "http", "https"):
+        return None
+    path = url.split("?", 1)[0]
+    base = path.rstrip("/").rsplit("/", 1)[-1]
+    if not path.endswith("/") and base.endswith((".safetensors", ".json")):
+        return None  # a file name: no listing request
+    from .io.remote_prefix import RemotePrefix
+
+    try:
+        prefix = RemotePrefix(url, storage_options)
+        listed = path.endswith("/") or prefix.is_directory()
+    except Exception:  # noqa: BLE001 - opening it as a file gives the real error (missing backend...)
+        return None
+    if not listed:
+        return None
+    return prefix.join(pick_checkpoint_file(prefix.names(), prefix.name + "/"))
 
 
 def open_index(
@@ -445,10 +481,11 @@ def open_index(
 def open_file(
     obj: Any, backend: str | None = None, storage_options: Mapping[str, Any] | None = None
 ) -> SafeFile | ShardedFile:
-    """A SafeFile, or a ShardedFile for an index file or a local checkpoint directory."""
+    """A SafeFile, or a ShardedFile for an index file or a checkpoint directory (a local one, or
+    an fsspec URL prefix such as ``s3://bucket/ckpt/``: its index, or its only file)."""
     path = os.fspath(obj) if isinstance(obj, os.PathLike) else obj
-    if isinstance(path, str) and url_scheme(path) is None and os.path.isdir(path):
-        path = find_in_directory(path)
+    if isinstance(path, str):
+        path = resolve_location(path, storage_options)
     if is_index_name(path):
         return open_index(path, backend, storage_options)
     return SafeFile(open_source(path, backend, storage_options))
@@ -469,6 +506,7 @@ def write_sharded(
     basename: str = "model",
     variant: str | None = None,
     durable: bool | None = None,
+    storage_options: StorageOptions = None,
 ) -> str:
     """Write ``items`` as Hugging Face shards (+ index when more than one) into ``directory``.
 
@@ -488,8 +526,17 @@ def write_sharded(
     is no checkpoint here, nor for transformers).  Stale files of the earlier save with the
     same base name are removed afterwards.  A shard from another save under an index (two saves
     racing into one directory) is refused by its checkpoint id.
+
+    ``directory`` may be an fsspec URL prefix (``s3://bucket/ckpt/``; ``storage_options`` go
+    to its filesystem).  Each file is then streamed to the store and appears all at once
+    (``io.remote_sinks``), and the set is published in the same order with one difference,
+    since an object store has no rename: files whose names are free are written straight to
+    their keys, and only files that replace existing ones are staged (under a hidden prefix)
+    and copied in at the end (``io.remote_prefix.RemoteStage``).  A failure removes what the
+    save wrote; a killed save leaves its new shards and no new index (the old checkpoint, if
+    its names differ, still reads; otherwise the prefix is refused as a checkpoint), and, on
+    S3, the pending upload of the shard it was writing (``remove_stale_uploads``).
     """
-    directory = os.fspath(directory)
     if metadata is not None and "total_size" in metadata:
         raise SerializeError("metadata key 'total_size' is reserved for the index (sum of tensor bytes)")
     if metadata is not None and CHECKPOINT_ID_KEY in metadata:
@@ -501,15 +548,14 @@ def write_sharded(
     files = shard_names(len(plan), basename, variant)
     index_name = index_file_name(basename, variant)
     base_meta = without_checkpoint_id(metadata if shard_metadata is None else shard_metadata)
-    try:
-        os.makedirs(directory, exist_ok=True)
-    except OSError as e:
-        raise WriteError(f"cannot create {directory}: {e}", errno=e.errno) from e
+    target = open_directory(directory, storage_options)
+    target.ensure()
     if len(plan) == 1:
         # One plain file, replaced atomically; then the old index goes (the switch), then its shards.
-        write_file([named[n] for n in plan[0]], os.path.join(directory, files[0]), base_meta, durable=durable)
-        _remove(directory, [index_name, *_stale_shards(directory, files, basename, variant)])
-        return os.path.join(directory, files[0])
+        single = target.join(files[0])
+        write_file([named[n] for n in plan[0]], single, base_meta, durable=durable, storage_options=storage_options)
+        target.remove([index_name, *_stale_shards(target.names(), files, basename, variant)])
+        return single
 
     checkpoint_id = secrets.token_hex(16)
     shard_meta = {**(base_meta or {}), CHECKPOINT_ID_KEY: checkpoint_id}
@@ -517,40 +563,42 @@ def write_sharded(
         weight_map={n: f for f, shard in zip(files, plan) for n in shard},
         metadata={**dict(metadata or {}), "total_size": sum(sizes.values()), CHECKPOINT_ID_KEY: checkpoint_id},
     )
-    stage = StagedDirectory(directory, f"{basename}.{variant}" if variant else basename, durable=durable)
+    label = f"{basename}.{variant}" if variant else basename
+    stage = target.stage(label, durable=durable, names=[*files, index_name])
     try:
         for shard_file, shard in zip(files, plan):
-            write_file([named[n] for n in shard], stage.file(shard_file), shard_meta, durable=durable)
-        with AtomicFileSink(stage.file(index_name), durable=durable) as sink:
+            write_file([named[n] for n in shard], stage.file(shard_file), shard_meta, durable=durable,
+                       storage_options=storage_options)
+        with open_sink(stage.file(index_name), durable=durable, storage_options=storage_options) as sink:
             sink.write([encode_index(index).encode("utf-8")])
         if any(stage.exists(f) for f in files):
             stage.set_aside(index_name)  # a shard of the old set is about to be replaced
-        stale = [*_stale_shards(directory, files, basename, variant), *shard_names(1, basename, variant)]
+        stale = [*_stale_shards(target.names(), files, basename, variant), *shard_names(1, basename, variant)]
         stage.publish([*files, index_name], remove=stale)
     except BaseException:
         stage.abort()
         raise
-    return os.path.join(directory, index_name)
+    return target.join(index_name)
 
 
 def _nbytes(item: WriteItem) -> int:
     return item.dtype.nbytes(math.prod(item.shape))
 
 
-def _stale_shards(directory: str, written: list[str], basename: str, variant: str | None) -> list[str]:
+def _stale_shards(names: list[str], written: list[str], basename: str, variant: str | None) -> list[str]:
     # A directory is read as "its index, else its only file": leftovers of an earlier save
     # with another shard count would otherwise shadow or pollute this one.
     pattern = shard_name_pattern(basename, variant)
     keep = set(written)
-    return [n for n in os.listdir(directory) if pattern.match(n) and n not in keep]
+    return [n for n in names if pattern.match(n) and n not in keep]
 
 
-def _remove(directory: str, names: list[str]) -> None:
-    for n in names:
-        try:
-            os.remove(os.path.join(directory, n))
-        except FileNotFoundError:
-            pass
-
-
-__all__ = ["ShardedFile", "find_in_directory", "is_index_name", "open_file", "open_index", "write_sharded"]
+__all__ = [
+    "ShardedFile",
+    "find_in_directory",
+    "is_index_name",
+    "open_file",
+    "open_index",
+    "pick_checkpoint_file",
+    "write_sharded",
+]

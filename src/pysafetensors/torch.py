@@ -219,15 +219,27 @@ def save_file(
     *,
     alignment: int = 8,
     durable: bool | None = None,
+    storage_options: Mapping[str, Any] | None = None,
 ) -> None:
     """Save tensors to ``filename``: streamed from the tensors' memory, atomic rename.
     ``alignment`` (multiple of 8, e.g. 4096) places the data region on that boundary;
-    ``durable=True`` fsyncs before the rename (default: ``PYSAFETENSORS_DURABLE``, else off)."""
-    write_file(_items(tensors), filename, metadata, alignment, durable=durable)
+    ``durable=True`` fsyncs before the rename (default: ``PYSAFETENSORS_DURABLE``, else off).
+    ``filename`` may be an fsspec URL (``s3://...``; ``storage_options`` for its filesystem):
+    streamed to the store, published only when complete."""
+    write_file(_items(tensors), filename, metadata, alignment, durable=durable, storage_options=storage_options)
 
 
-def save_model(model: Any, filename: str, metadata: dict[str, str] | None = None, force_contiguous: bool = True) -> None:
-    """Save a module's state dict, dropping tied duplicates (recorded in metadata)."""
+def save_model(
+    model: Any,
+    filename: str,
+    metadata: dict[str, str] | None = None,
+    force_contiguous: bool = True,
+    *,
+    durable: bool | None = None,
+    storage_options: Mapping[str, Any] | None = None,
+) -> None:
+    """Save a module's state dict, dropping tied duplicates (recorded in metadata).
+    ``filename`` may be an fsspec URL, as for ``save_file``."""
     state_dict = model.state_dict()
     to_removes = _remove_duplicate_names(state_dict)
     meta = dict(metadata) if metadata is not None else None
@@ -241,7 +253,7 @@ def save_model(model: Any, filename: str, metadata: dict[str, str] | None = None
     if force_contiguous:
         state_dict = {k: v.contiguous() for k, v in state_dict.items()}
     try:
-        save_file(state_dict, filename, metadata=meta)
+        save_file(state_dict, filename, metadata=meta, durable=durable, storage_options=storage_options)
     except ValueError as e:
         raise ValueError(
             str(e) + " Or use save_model(..., force_contiguous=True), read the docs for potential caveats."
@@ -258,8 +270,10 @@ def save_sharded(
     variant: str | None = None,
     basename: str = "model",
     durable: bool | None = None,
+    storage_options: Mapping[str, Any] | None = None,
 ) -> str:
-    """Save tensors as a Hugging Face sharded checkpoint in ``directory`` (as save_pretrained does).
+    """Save tensors as a Hugging Face sharded checkpoint in ``directory`` (as save_pretrained does;
+    a path, or an fsspec URL prefix such as ``s3://bucket/ckpt/`` with ``storage_options``).
 
     ``model-00001-of-00003.safetensors`` ... plus ``model.safetensors.index.json`` (a single
     shard is a plain ``model.safetensors``); every shard's header gets ``{"format": "pt"}``
@@ -278,7 +292,7 @@ def save_sharded(
         metadata=metadata,
         shard_metadata={"format": "pt", **dict(metadata or {})},
         storage_ids=ids,
-        basename=basename, variant=variant, durable=durable,
+        basename=basename, variant=variant, durable=durable, storage_options=storage_options,
     )
 
 

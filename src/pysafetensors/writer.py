@@ -13,7 +13,7 @@ from .errors import IncompleteWrite, SerializeError, TensorNotFound, UnknownDtyp
 from .format._gcpause import paused_gc
 from .format.dtypes import DType, by_buffer_format, by_name
 from .format.layout import LayoutEntry, WriteLayout, as_shape, plan_layout, unique_by_name
-from .io.sinks import AtomicFileSink
+from .io.sinks import StorageOptions, open_sink
 
 if TYPE_CHECKING:
     from typing_extensions import Self
@@ -72,6 +72,9 @@ def stream(layout: WriteLayout, items: Mapping[str, WriteItem], sink: Any) -> No
         if batch_bytes >= _BATCH_BYTES:
             sink.write(batch)
             batch, batch_bytes = [], 0
+        # The next tensor's bytes are made before ``view`` is rebound: unless the batch still
+        # holds this one, let it go now, so tensors made on demand are alive one at a time.
+        del view
     if batch:
         sink.write(batch)
 
@@ -92,11 +95,14 @@ def write_file(
     metadata: Mapping[str, str] | None = None,
     alignment: int = 8,
     durable: bool | None = None,
+    storage_options: StorageOptions = None,
 ) -> None:
-    """Serialize to ``path`` atomically (temp file preallocated to its final size, then renamed;
-    ``durable`` adds fsync, see ``AtomicFileSink``)."""
+    """Serialize to ``path`` atomically: a local path through a temp file preallocated to its
+    final size, then renamed (``durable`` adds fsync, see ``AtomicFileSink``); an fsspec URL
+    streamed to the store and published at the end (``RemoteFileSink``; ``storage_options``
+    go to its filesystem)."""
     layout, named = plan(items, metadata, alignment)
-    with AtomicFileSink(path, durable=durable) as sink:
+    with open_sink(path, durable=durable, storage_options=storage_options) as sink:
         sink.reserve(layout.total_size)
         stream(layout, named, sink)
 
@@ -155,6 +161,11 @@ class IncrementalWriter:
     ``abort()`` (or an exception inside ``with``) removes the temp file and leaves any old
     file untouched.  The result is byte-identical to ``save_file`` of the same tensors.
 
+    ``path`` may be an fsspec URL (``s3://...``, ``storage_options`` for its filesystem):
+    since tensors arrive in any order, the file is then staged in a local temp file (in
+    ``TMPDIR``: it needs local disk for the whole file) and uploaded by ``close()``, all or
+    nothing as ``save_file`` to a URL (``io.remote_sinks.StagedUploadSink``).
+
     What is written is checked against the declaration: data that carries a dtype must have
     the declared one, and ``write`` (the whole tensor) also needs the declared shape.  Unsigned
     bytes (``bytes``, ``bytearray``, a uint8 array or a ``memoryview`` of format ``"B"``) are
@@ -175,6 +186,7 @@ class IncrementalWriter:
         *,
         alignment: int = 8,
         durable: bool | None = None,
+        storage_options: StorageOptions = None,
     ) -> None:
         if not isinstance(tensors, Mapping):
             raise SerializeError(f"tensors must map name -> (dtype, shape), got {type(tensors).__name__}")
@@ -190,7 +202,7 @@ class IncrementalWriter:
         self._written: dict[str, list[tuple[int, int]]] = {e.name: [] for e in self.layout.entries}
         self._lock = threading.Lock()
         self._done = False
-        self._sink = AtomicFileSink(path, durable=durable)
+        self._sink = open_sink(path, durable=durable, storage_options=storage_options, random_access=True)
         try:
             self._sink.reserve(self.layout.total_size)
             self._sink.pwrite(self.layout.prefix, 0)

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from pysafetensors.errors import WriteError
+from pysafetensors.io.sinks import AtomicFileSink
 from pysafetensors.numpy import load_file, save_file
-from pysafetensors.tools import metadata as meta_mod
 from pysafetensors.tools.metadata import edit_metadata as compute_metadata
 
 from .conftest import SAMPLE_METADATA, run_cli
@@ -122,7 +122,7 @@ def test_interrupted_rewrite_leaves_file_intact(sample: Path, monkeypatch: pytes
     def boom(*args: object, **kwargs: object) -> None:
         raise WriteError("disk full (simulated)")
 
-    monkeypatch.setattr(meta_mod.AtomicFileSink, "write", boom)
+    monkeypatch.setattr(AtomicFileSink, "write", boom)  # the sink a local rewrite goes through
     r = run_cli("metadata", sample, "set", "grow=" + "x" * 100)
     assert r.code == 2 and "disk full" in r.err
     assert sample.read_bytes() == original

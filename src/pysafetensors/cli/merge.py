@@ -6,7 +6,8 @@ the same save as the index.  Tensors a shard holds but the index does not map to
 part of the checkpoint: they are left out, and each such shard is named in a warning on stderr
 (``skipped`` in ``--json``).  The output keeps the first shard's metadata and is written
 through a temp file renamed into place; an OUT that is the index or one of the shards (a
-symlink to one included) is refused.
+symlink to one included) is refused.  OUT may be a store URL (``s3://bucket/model.safetensors``):
+streamed there, and published only when complete.
 """
 
 from __future__ import annotations
@@ -19,9 +20,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import UnmappedTensorWarning, WriteError
+from ..io.redact import redact_url
+from ..io.sinks import is_url_target
 from ..writer import write_file
 from ._common import bar_enabled, emit, fmt_bytes, plural, progress, render_json
-from ._inputs import Input, open_input
+from ._inputs import Input, open_input, storage_options_for
 from .shard import write_items
 
 
@@ -44,11 +47,14 @@ def _same_file(a: str, b: str) -> bool:
 
 def _refuse_own_input(inp: Input, output: str) -> None:
     """OUT must not be one of the files being read (the index, a shard), symlinks included."""
-    if not inp.local:
-        return
     inputs = [str(getattr(f.source, "name", "")) for f in inp.files]
     if inp.index_path is not None:
         inputs.append(inp.index_path)
+    if not inp.local or is_url_target(output):
+        shown = redact_url(output)
+        if shown in inputs:
+            raise WriteError(f"merge output {shown} is an input file; choose another output", filename=shown)
+        return
     for source in inputs:
         if _same_file(output, source):
             raise WriteError(
@@ -70,8 +76,9 @@ def compute_merge(path: str, output: str, show_progress: bool = False) -> MergeR
         names = sorted(t.name for t in inp.tensors)
         total = sum(t.nbytes for t in inp.tensors)
         with progress(total, "merging", show_progress) as bar:
-            write_file(write_items(inp, names, bar), output, inp.header_metadata, durable=True)
-        return MergeResult(path, output, inp.file_names, len(names), total, skipped)
+            write_file(write_items(inp, names, bar), output, inp.header_metadata, durable=True,
+                       storage_options=storage_options_for(output) or None)
+        return MergeResult(path, redact_url(output), inp.file_names, len(names), total, skipped)
 
 
 def render_merge(r: MergeResult, fmt: str = "text") -> str:
@@ -86,7 +93,7 @@ def add_parser(subparsers: Any) -> None:
 
     p = subparsers.add_parser("merge", parents=[common_options()], help="join a sharded checkpoint into one file")
     p.add_argument("index", metavar="INDEX_OR_DIR")
-    p.add_argument("output", metavar="OUT")
+    p.add_argument("output", metavar="OUT", help="file, or store URL (s3://...), to write")
 
 
 def run(args: argparse.Namespace) -> int:

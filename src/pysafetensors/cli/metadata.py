@@ -56,7 +56,7 @@ def add_parser(subparsers: Any) -> None:
     g.add_argument("key", nargs="?")
     writers = argparse.ArgumentParser(add_help=False)
     writers.add_argument("--dry-run", action="store_true", help="show what would change, write nothing")
-    writers.add_argument("-o", "--output", help="write the result to this path instead of editing FILE")
+    writers.add_argument("-o", "--output", help="write the result to this path (or store URL, s3://...) instead of editing FILE")
     writers.add_argument("--no-in-place", action="store_true", help="always rewrite via temp file + rename")
     writers.add_argument("--force", action="store_true", help="replace a read-only FILE with an edited copy")
     links = writers.add_mutually_exclusive_group()
@@ -99,6 +99,7 @@ def run(args: argparse.Namespace) -> int:
         args.file, args.action, assignments, keys,
         output=args.output, dry_run=args.dry_run, in_place=not args.no_in_place, force=args.force,
         links=args.links, progress=progress_factory(args), storage_options=storage_options_for(args.file) or None,
+        output_storage_options=(storage_options_for(args.output) or None) if args.output else None,
     )
     emit(render_metadata(r, "json" if args.json else "text"))
     return 0

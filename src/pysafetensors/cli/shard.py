@@ -4,7 +4,9 @@ Tensors are taken in name order and packed greedily (a tensor larger than the li
 shard of its own); sizes count tensor bytes, decimal units (1 GB = 10^9) as transformers.  Each
 shard keeps the source metadata.  Every file is streamed one tensor at a time from the mapped
 source into a temp file that is renamed into place; the index is written last, so a directory
-with an index is always complete.
+with an index is always complete.  OUTDIR may be an fsspec URL prefix (``s3://bucket/sharded/``;
+credentials and endpoint from the environment, as the store's library reads them): every file is
+then streamed to the store and appears only when complete (``pysafetensors.sharded.write_sharded``).
 """
 
 from __future__ import annotations
@@ -16,10 +18,12 @@ from typing import Any
 
 from ..errors import InvalidIndex
 from ..format.index import index_file_name, parse_size, plan_shards, shard_name_pattern, shard_names
+from ..io.redact import redact_url
+from ..io.sinks import is_url_target, open_directory
 from ..sharded import write_sharded
 from ..writer import WriteItem
 from ._common import bar_enabled, emit, fmt_bytes, plural, progress, render_json
-from ._inputs import Input, open_input
+from ._inputs import Input, open_input, storage_options_for
 
 
 @dataclass
@@ -56,10 +60,24 @@ def write_items(inp: Input, names: list[str], bar: Any) -> list[WriteItem]:
     return [item(n) for n in names]
 
 
-def _existing(outdir: str, prefix: str) -> list[str]:
+def _existing(names: list[str], prefix: str) -> list[str]:
     pattern = shard_name_pattern(prefix)
     mine = {index_file_name(prefix), *shard_names(1, prefix)}
-    return sorted(f for f in os.listdir(outdir) if pattern.match(f) or f in mine)
+    return sorted(f for f in names if pattern.match(f) or f in mine)
+
+
+def _input_locations(inp: Input) -> set[str]:
+    """Where the input's files are: real paths, or (redacted) URLs."""
+    if inp.local:
+        base = os.path.dirname(os.path.abspath(inp.index_path or inp.path)) if not os.path.isdir(inp.path) else inp.path
+        return {os.path.realpath(os.path.join(base, f)) for f in inp.file_names}
+    found = {str(getattr(f.source, "name", "")) for f in inp.files}
+    return found | ({inp.index_path} if inp.index_path else set())
+
+
+def _output_location(target: Any, name: str) -> str:
+    path = target.join(name)
+    return redact_url(path) if is_url_target(path) else os.path.realpath(path)
 
 
 def compute_shard(
@@ -79,23 +97,26 @@ def compute_shard(
         groups = plan_shards(((n, nbytes[n], None) for n in names), limit)
         files = shard_names(len(groups), prefix)
         shards = [ShardFile(f, len(g), sum(nbytes[n] for n in g)) for f, g in zip(files, groups)]
-        index = os.path.join(outdir, index_file_name(prefix)) if len(groups) > 1 else None
-        result = ShardResult(path, outdir, limit, sum(nbytes.values()), shards, index, dry_run)
+        options = storage_options_for(outdir) or None
+        target = open_directory(outdir, options)
+        shown = redact_url(outdir)
+        index = target.join(index_file_name(prefix)) if len(groups) > 1 else None
+        result = ShardResult(path, shown, limit, sum(nbytes.values()), shards,
+                             redact_url(index) if index else None, dry_run)
         if dry_run:
             return result
-        os.makedirs(outdir, exist_ok=True)
-        existing = _existing(outdir, prefix)
+        target.ensure()
+        existing = _existing(target.names(), prefix)
         if existing and not force:
-            raise InvalidIndex(f"{outdir} already holds {', '.join(existing[:3])}; use --force to replace them")
-        if inp.local:
-            base = os.path.dirname(os.path.abspath(inp.index_path or inp.path)) if not os.path.isdir(inp.path) else inp.path
-            inputs = {os.path.realpath(os.path.join(base, f)) for f in inp.file_names}
-            if any(os.path.realpath(os.path.join(outdir, f)) in inputs for f in existing + files):
-                raise InvalidIndex(f"{outdir} holds the input checkpoint; choose another output directory")
+            raise InvalidIndex(f"{shown} already holds {', '.join(existing[:3])}; use --force to replace them")
+        inputs = _input_locations(inp)
+        if any(_output_location(target, f) in inputs for f in existing + files):
+            raise InvalidIndex(f"{shown} holds the input checkpoint; choose another output directory")
         with progress(result.total_size, "sharding", show_progress) as bar:
             # Shards keep the source's header metadata; the index gets only total_size.
             write_sharded(write_items(inp, names, bar), outdir, max_shard_size=limit,
-                          shard_metadata=inp.header_metadata or {}, basename=prefix, durable=True)
+                          shard_metadata=inp.header_metadata or {}, basename=prefix, durable=True,
+                          storage_options=options)
         return result
 
 
@@ -117,7 +138,7 @@ def add_parser(subparsers: Any) -> None:
 
     p = subparsers.add_parser("shard", parents=[common_options()], help="split into Hugging Face shards + index")
     p.add_argument("file")
-    p.add_argument("outdir")
+    p.add_argument("outdir", help="directory, or a store URL prefix (s3://bucket/sharded/), to write into")
     p.add_argument("--max-shard-size", default="5GB", help="e.g. 5GB, 500MB, 100KB (decimal) or bytes; default 5GB")
     p.add_argument("--force", action="store_true", help="replace existing shards/index in OUTDIR")
     p.add_argument("--dry-run", action="store_true", help="show the plan, write nothing")

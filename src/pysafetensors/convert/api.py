@@ -19,6 +19,8 @@ from ..errors import (
     UnsupportedCheckpoint,
     VerificationFailed,
 )
+from ..io.redact import redact_url
+from ..io.sinks import is_url_target, remove_target
 from ..io.sources import open_source
 from ..reader import SafeFile
 from .checkpoint import Checkpoint, Unconvertible, settle
@@ -140,6 +142,7 @@ def convert_file(
     key: str | None = None,
     verify: bool = True,
     metadata: Mapping[str, str] | None = None,
+    storage_options: Mapping[str, Any] | None = None,
 ) -> ConversionReport:
     """Convert a ``torch.save`` checkpoint (zip or legacy) or a ``.npy``/``.npz`` file to safetensors.
 
@@ -149,11 +152,13 @@ def convert_file(
     once and each dropped name is recorded in the metadata as ``dropped -> kept``; torch sources
     get ``format: pt``.  ``metadata`` entries are added last (they win).  With ``verify`` the
     output is re-read and compared bit for bit; problems raise :class:`VerificationFailed`
-    (whose ``report`` lists them).
+    (whose ``report`` lists them).  ``dst`` may be a store URL (``s3://...``;
+    ``storage_options`` for its filesystem): staged locally, uploaded all or nothing, and
+    verified by reading it back from the store.
     """
     src, dst = os.fspath(src), os.fspath(dst)
     extra = _check_metadata(metadata)
-    if os.path.exists(dst) and os.path.samefile(src, dst):
+    if not is_url_target(dst) and os.path.exists(dst) and os.path.samefile(src, dst):
         raise ConversionError(f"refusing to overwrite the source {src!r} with its conversion")
     with open(src, "rb") as fileobj, closing(load_checkpoint(src, fileobj)) as checkpoint:
         tensors, skipped = _select_tensors(checkpoint, key)
@@ -167,7 +172,7 @@ def convert_file(
         out_meta.update(removed)
         out_meta.update(extra)
         report = ConversionReport(
-            source=src, destination=dst, source_kind=checkpoint.kind, tensors=len(kept),
+            source=src, destination=redact_url(dst), source_kind=checkpoint.kind, tensors=len(kept),
             tensor_bytes=sum(t.nbytes for t in kept.values()),
             source_bytes=checkpoint.storage_bytes(list(tensors.values())),
             removed=removed, skipped=skipped, metadata=out_meta,
@@ -188,11 +193,11 @@ def convert_file(
         # The incremental writer: the header goes out first, then each tensor is rebuilt
         # from its storage and written at its planned offset, one tensor in memory at a time.
         declared = {name: (t.dtype, t.out_shape) for name, t in kept.items()}
-        with open_writer(dst, declared, out_meta or None, durable=True) as writer:
+        with open_writer(dst, declared, out_meta or None, durable=True, storage_options=storage_options) as writer:
             for name, t in kept.items():
                 writer.write(name, t.read())
         if verify:
-            _verify(kept, out_meta, report)
+            _verify(kept, out_meta, report, dst, storage_options)
     return report
 
 
@@ -210,9 +215,11 @@ def _same_bytes(written: memoryview, source: np.ndarray) -> bool:
     )
 
 
-def _verify(kept: Mapping[str, Any], metadata: Mapping[str, str], report: ConversionReport) -> None:
+def _verify(
+    kept: Mapping[str, Any], metadata: Mapping[str, str], report: ConversionReport, dst: str, storage_options: Any
+) -> None:
     findings = report.findings
-    out = SafeFile(open_source(report.destination))  # mapped: written bytes are viewed, not copied
+    out = SafeFile(open_source(dst, None, storage_options))  # local: mapped, viewed not copied
     try:
         names = set(out.names())
         if names != set(kept):
@@ -242,10 +249,7 @@ def _verify(kept: Mapping[str, Any], metadata: Mapping[str, str], report: Conver
     if findings:
         if mismatch:
             # A file that does not match its source must not be left looking valid.
-            try:
-                os.unlink(report.destination)
-            except OSError:
-                pass
+            remove_target(dst, storage_options)
         raise VerificationFailed(
             f"verification of {report.destination} failed: " + "; ".join(findings)
             + (" (output removed)" if mismatch else " (output kept)"),

@@ -1,4 +1,10 @@
-"""Sinks: where written bytes go.  AtomicFileSink never leaves a torn file behind."""
+"""Sinks: where written bytes go.  AtomicFileSink never leaves a torn file behind.
+
+:func:`open_sink` is the one way from a save's target (a path, a ``file://`` URL, or an fsspec
+URL such as ``s3://bucket/model.safetensors``) to a sink that publishes the file only on
+``commit``; :func:`open_directory` does the same for a sharded save's directory or URL prefix.
+URL targets are handled in :mod:`pysafetensors.io.remote_sinks`.
+"""
 
 from __future__ import annotations
 
@@ -11,12 +17,16 @@ import shutil
 import socket
 import stat
 import sys
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import cache
 from types import TracebackType
-from typing import Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..errors import WriteError
+from .registry import file_url_path, url_scheme
+
+if TYPE_CHECKING:
+    from typing_extensions import Self
 
 Buffer = bytes | bytearray | memoryview
 
@@ -27,6 +37,84 @@ class Sink(Protocol):
 
     def pwrite(self, buffer: Buffer, offset: int) -> None:
         """Write ``buffer`` at an absolute offset (incremental writer)."""
+
+
+class FileSink(Sink, Protocol):
+    """A sink for one file that appears only on ``commit`` (what :func:`open_sink` returns)."""
+
+    path: str  # the target as messages show it (a URL without its secrets)
+
+    def reserve(self, size: int) -> None:
+        """Announce the file's final size before the first write."""
+
+    def commit(self) -> None:
+        """Publish the file (replacing an existing one); nothing is visible before."""
+
+    def abort(self) -> None:
+        """Discard what was written; an existing file is left as it was."""
+
+    def __enter__(self) -> Self: ...
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None: ...
+
+
+StorageOptions = Mapping[str, Any] | None
+
+
+def is_url_target(target: Any) -> bool:
+    """Whether a save's ``target`` is a URL written through a store (not a path, not ``file://``)."""
+    if isinstance(target, os.PathLike):
+        target = os.fspath(target)
+    return url_scheme(target) not in (None, "file")
+
+
+def local_target(target: Any) -> str:
+    """A local target as a path: ``file://`` URLs become their path, other paths stay as given."""
+    path = os.fspath(target)
+    return file_url_path(path) if url_scheme(path) == "file" else path
+
+
+def open_sink(
+    target: str | os.PathLike[str],
+    *,
+    durable: bool | None = None,
+    storage_options: StorageOptions = None,
+    random_access: bool = False,
+) -> FileSink:
+    """The sink a save of one file to ``target`` writes into.
+
+    A path (or ``file://`` URL) gets an :class:`AtomicFileSink` (temp file beside it, renamed
+    on commit); an fsspec URL a :class:`~pysafetensors.io.remote_sinks.RemoteFileSink`
+    (streamed to the store, published on commit), or with ``random_access`` (writes at any
+    offset, for the incremental writer) a
+    :class:`~pysafetensors.io.remote_sinks.StagedUploadSink`, which stages through a local
+    temp file and uploads on commit.  ``http(s)://`` targets raise
+    :class:`~pysafetensors.errors.UnwritableTarget`.  ``storage_options`` go to the store's
+    filesystem (credentials, ``client_kwargs``...); a local target ignores them.
+    """
+    if not is_url_target(target):
+        return AtomicFileSink(local_target(target), durable=durable)
+    from .remote_sinks import RemoteFileSink, StagedUploadSink
+
+    url = os.fspath(target)
+    if random_access:
+        return StagedUploadSink(url, durable=durable, storage_options=storage_options)
+    return RemoteFileSink(url, durable=durable, storage_options=storage_options)
+
+
+def remove_target(target: str | os.PathLike[str], storage_options: StorageOptions = None) -> None:
+    """Delete a file a save wrote (best effort: a missing file or a failure is ignored)."""
+    if not is_url_target(target):
+        try:
+            os.unlink(local_target(target))
+        except OSError:
+            pass
+        return
+    from .remote_sinks import remove_object
+
+    remove_object(os.fspath(target), storage_options)
 
 
 class BytesSink:
@@ -84,6 +172,18 @@ def _writer_tag() -> str:
 
 
 _TAG = _writer_tag()
+_STAGING = ".staging"
+
+
+def temp_name(base: str) -> str:
+    """The name a writer of file ``base`` gives its temp file beside it (hidden; carries the
+    host tag and PID, so a dead writer's leftover can be recognised)."""
+    return f".{base}.{_TAG}.{os.getpid()}.{secrets.token_hex(6)}.tmp"
+
+
+def staging_name(label: str) -> str:
+    """The name of a sharded save's hidden staging directory (tagged as temp files are)."""
+    return f".{label}{_STAGING}.{_TAG}.{os.getpid()}.{secrets.token_hex(6)}"
 
 
 def _pid_alive(pid: int) -> bool:
@@ -163,6 +263,37 @@ def _libc_fallocate() -> Callable[..., int] | None:
 _NO_SPACE = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG}
 
 
+def pwrite_all(fd: int, buffer: Buffer, offset: int, name: str) -> None:
+    """Write all of ``buffer`` at ``offset`` of ``fd`` (retrying short writes)."""
+    view = memoryview(buffer).cast("B")
+    done = 0
+    while done < len(view):
+        try:
+            done += os.pwrite(fd, view[done:], offset + done)
+        except OSError as e:
+            raise WriteError(f"writing {name} failed: {e}", errno=e.errno) from e
+
+
+def truncate_fd(fd: int, size: int, name: str) -> None:
+    try:
+        os.ftruncate(fd, size)
+    except OSError as e:
+        raise WriteError(f"sizing {name} to {size} bytes failed: {e}", errno=e.errno) from e
+
+
+def reserve_fd(fd: int, size: int, name: str) -> None:
+    """Allocate ``size`` bytes for ``fd`` (fallocate; a sparse ftruncate where unsupported), so
+    a full disk fails before any data is copied."""
+    if size <= 0:
+        return
+    fallocate = _libc_fallocate()
+    err = fallocate(fd, size) if fallocate is not None else errno.EOPNOTSUPP
+    if err in _NO_SPACE:
+        raise WriteError(f"cannot save {name}: no room for {size} bytes ({os.strerror(err)})", errno=err)
+    if err:
+        truncate_fd(fd, size, name)
+
+
 def _fsync_directory(path: str) -> None:
     """Make a rename in ``path``'s directory durable (best effort: not supported everywhere)."""
     try:
@@ -224,7 +355,7 @@ class AtomicFileSink:
         self.durable = default_durable() if durable is None else bool(durable)
         check_replaceable(self.path)
         directory, base = os.path.split(os.path.abspath(self.path))
-        self.tmp_path = os.path.join(directory, f".{base}.{_TAG}.{os.getpid()}.{secrets.token_hex(6)}.tmp")
+        self.tmp_path = os.path.join(directory, temp_name(base))
         try:
             self._fd = os.open(
                 self.tmp_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o666
@@ -243,35 +374,17 @@ class AtomicFileSink:
         _writev_all(self._fd, buffers, self.path)
 
     def pwrite(self, buffer: Buffer, offset: int) -> None:
-        view = memoryview(buffer).cast("B")
-        done = 0
-        while done < len(view):
-            try:
-                done += os.pwrite(self._fd, view[done:], offset + done)
-            except OSError as e:
-                raise WriteError(f"writing {self.path} failed: {e}", errno=e.errno) from e
+        pwrite_all(self._fd, buffer, offset, self.path)
 
     def reserve(self, size: int) -> None:
         """Give the temp file its final size before writing: its blocks are allocated at once
         (fallocate), so a full disk fails here, before any data is copied, and writes never
         extend the file (ext4 journals the inode on every extending write: a 512 MiB save
         measured ~1.5x faster preallocated).  Where fallocate is unsupported: a sparse ftruncate."""
-        if size <= 0:
-            return
-        fallocate = _libc_fallocate()
-        err = fallocate(self._fd, size) if fallocate is not None else errno.EOPNOTSUPP
-        if err in _NO_SPACE:
-            raise WriteError(
-                f"cannot save {self.path}: no room for {size} bytes ({os.strerror(err)})", errno=err
-            )
-        if err:
-            self.truncate(size)
+        reserve_fd(self._fd, size, self.path)
 
     def truncate(self, size: int) -> None:
-        try:
-            os.ftruncate(self._fd, size)
-        except OSError as e:
-            raise WriteError(f"sizing {self.path} to {size} bytes failed: {e}", errno=e.errno) from e
+        truncate_fd(self._fd, size, self.path)
 
     def commit(self) -> None:
         try:
@@ -316,8 +429,6 @@ class AtomicFileSink:
 
 # --- a set of files published as one -----------------------------------------------------
 
-_STAGING = ".staging"
-
 
 def _remove_tree(path: str) -> None:
     shutil.rmtree(path, ignore_errors=True)
@@ -342,9 +453,8 @@ class StagedDirectory:
         self.directory = os.fspath(directory)
         self.label = label
         self.durable = default_durable() if durable is None else bool(durable)
-        self._prefix = f".{label}{_STAGING}.{_TAG}."
         remove_stale_staging(self.directory, label)
-        self.path = os.path.join(self.directory, f"{self._prefix}{os.getpid()}.{secrets.token_hex(6)}")
+        self.path = os.path.join(self.directory, staging_name(label))
         try:
             os.mkdir(self.path, 0o700)
         except OSError as e:
@@ -398,3 +508,48 @@ def remove_stale_staging(directory: str | os.PathLike[str], label: str) -> list[
     for stale in removed:
         _remove_tree(stale)
     return removed
+
+
+class LocalDirectory:
+    """A local directory as the target of a sharded save (the interface
+    :class:`~pysafetensors.io.remote_prefix.RemotePrefix` shares for URL prefixes)."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.name = path
+
+    def join(self, name: str) -> str:
+        return os.path.join(self.path, name)
+
+    def ensure(self) -> None:
+        """Create the directory (and its parents) when missing."""
+        try:
+            os.makedirs(self.path, exist_ok=True)
+        except OSError as e:
+            raise WriteError(f"cannot create {self.path}: {e}", errno=e.errno) from e
+
+    def names(self) -> list[str]:
+        """The names the directory holds now."""
+        return os.listdir(self.path)
+
+    def remove(self, names: Iterable[str]) -> None:
+        """Delete ``names`` from the directory; missing ones are skipped."""
+        for n in names:
+            try:
+                os.remove(os.path.join(self.path, n))
+            except FileNotFoundError:
+                pass
+
+    def stage(self, label: str, *, durable: bool | None = None, names: Sequence[str] = ()) -> StagedDirectory:
+        """A staging area for the files of one save (``names``: what it will write; unused here)."""
+        return StagedDirectory(self.path, label, durable=durable)
+
+
+def open_directory(target: str | os.PathLike[str], storage_options: StorageOptions = None) -> Any:
+    """A sharded save's target: a :class:`LocalDirectory`, or for an fsspec URL a
+    :class:`~pysafetensors.io.remote_prefix.RemotePrefix`."""
+    if not is_url_target(target):
+        return LocalDirectory(local_target(target))
+    from .remote_prefix import RemotePrefix
+
+    return RemotePrefix(os.fspath(target), storage_options)

@@ -53,7 +53,7 @@ from ..io.redact import redact_url
 from ..io.registry import open_source, url_scheme
 from ..io.sources import MemorySource
 from ..reader import SafeFile, alloc
-from ..sharded import ShardedFile, is_index_name, open_file
+from ..sharded import ShardedFile, is_index_name, open_index, resolve_location
 from ._chunks import read_ahead_bytes
 from ._pipes import read_stream
 
@@ -539,9 +539,10 @@ def _open(path: str, storage_options: Mapping[str, Any] | None, gguf: bool, show
             return _single(MemorySource(read_stream(path), name=path), gguf, shown)
         if mode is not None and not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
             raise SourceError(f"{path}: not a regular file or directory", path=path)
-    if is_sharded_path(path):
-        return open_file(path, None, storage_options)  # the backend is chosen per file (io.open_source)
-    return _single(open_source(path, None, storage_options), gguf, shown)
+    location = resolve_location(path, storage_options)  # a directory or URL prefix: its index or only file
+    if is_index_name(location):
+        return open_index(location, None, storage_options)  # the backend is chosen per file (io.open_source)
+    return _single(open_source(location, None, storage_options), gguf, shown)
 
 
 @overload

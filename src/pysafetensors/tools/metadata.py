@@ -26,7 +26,9 @@ Which file is written (one rule for both ways of writing, decided before anythin
 * A file with several hard links is treated the same way: ``"follow"`` edits the shared file,
   in place only (a rewrite would detach this name from the others, so it is refused);
   ``"replace"`` gives this name its own edited copy.
-* ``output`` is always a rewrite to that path (an existing read-only ``output`` needs ``force``).
+* ``output`` is always a rewrite to that path (an existing read-only ``output`` needs ``force``),
+  or to a store URL (``s3://...``, ``output_storage_options`` for its filesystem): streamed
+  there and published only when complete (``io.sinks.open_sink``).
 """
 
 from __future__ import annotations
@@ -41,7 +43,7 @@ from ..errors import InvalidMetadata, MetadataKeyNotFound, ProtectedTarget
 from ..format.header import N_LEN, Header, encode_header
 from ..io.redact import redact_url
 from ..io.registry import url_scheme
-from ..io.sinks import AtomicFileSink
+from ..io.sinks import open_sink
 from ._base import JsonResult, Progress, no_progress
 from .checkpoint import Checkpoint, MetadataDisagreement, ShardMetadata, is_sharded_path, open_checkpoint
 
@@ -233,8 +235,10 @@ def _write_in_place(path: str, old: bytes, new: bytes) -> None:
         os.close(fd)
 
 
-def _rewrite(source: Any, dst: str, new: bytes, data_start: int, data_size: int, progress: Progress) -> None:
-    with AtomicFileSink(dst, durable=True) as sink, progress(data_size, "rewriting") as bar:
+def _rewrite(
+    source: Any, dst: str, new: bytes, data_start: int, data_size: int, progress: Progress, storage_options: Any = None
+) -> None:
+    with open_sink(dst, durable=True, storage_options=storage_options) as sink, progress(data_size, "rewriting") as bar:
         sink.reserve(N_LEN + len(new) + data_size)
         sink.write([len(new).to_bytes(N_LEN, "little"), new])
         buf = memoryview(bytearray(min(_COPY_CHUNK, max(data_size, 1))))
@@ -258,6 +262,7 @@ def edit_metadata(
     links: Links | None = None,
     progress: Progress = no_progress,
     storage_options: Any = None,
+    output_storage_options: Any = None,
 ) -> MetadataResult:
     """Edit the metadata of one file (see the module docstring for where and how it writes).
 
@@ -268,12 +273,15 @@ def edit_metadata(
     shown = redact_url(path)
     if action not in ("set", "unset", "strip"):
         raise ValueError(f"unknown metadata action {action!r}")
+    sharded = (f"{shown}: metadata edits work on one .safetensors file; edit a sharded checkpoint "
+               "shard by shard (and its index's \"metadata\" by hand)")
     if is_sharded_path(path):
-        raise InvalidMetadata(f"{shown}: metadata edits work on one .safetensors file; edit a sharded checkpoint "
-                              "shard by shard (and its index's \"metadata\" by hand)")
+        raise InvalidMetadata(sharded)
     if output is None and url_scheme(path) is not None:
-        raise InvalidMetadata(f"{shown}: a URL cannot be edited in place; write the result with --output FILE")
+        raise InvalidMetadata(f"{shown}: a URL cannot be edited in place; write the result with --output FILE or URL")
     with open_checkpoint(path, storage_options) as ckpt:
+        if ckpt.sharded:  # a URL prefix holding an index (is_sharded_path cannot tell without listing it)
+            raise InvalidMetadata(sharded)
         f = ckpt.files[0]
         header = f.header
         old = bytearray(header.header_size)
@@ -288,7 +296,9 @@ def edit_metadata(
             after = {k: v for k, v in (before or {}).items() if k not in set(keys or [])}
         else:
             after = None
-        r = MetadataResult(shown, action, after, before=before, dry_run=dry_run, output=output)
+        r = MetadataResult(
+            shown, action, after, before=before, dry_run=dry_run, output=redact_url(output) if output else output
+        )
         r.changed = after != before or output is not None
         if not r.changed:
             return r
@@ -302,11 +312,11 @@ def edit_metadata(
                 path=target.path,
             )
         r.mode = "in-place" if fits else "rewrite"
-        r.target = target.path
+        r.target = redact_url(target.path)
         if dry_run:
             return r
         if not fits:
-            _rewrite(f.source, target.path, new, header.data_start, header.data_size, progress)
+            _rewrite(f.source, target.path, new, header.data_start, header.data_size, progress, output_storage_options)
             return r
     _write_in_place(target.path, bytes(old), new)  # after the checkpoint (and its map) is closed
     return r
