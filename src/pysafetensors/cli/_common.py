@@ -37,7 +37,7 @@ def _escape_char(m: re.Match[str]) -> str:
 def escape_text(text: str) -> str:
     """``text`` safe to print on a terminal: control and bidi characters written as escapes.
 
-    A tensor name or metadata value holding a newline can no longer forge output lines, and an
+    A tensor name or metadata value holding a newline cannot forge output lines, and an
     escape sequence (``\\x1b]0;...\\x07`` sets the window title) is shown, not obeyed.
     """
     return _UNSAFE.sub(_escape_char, text)

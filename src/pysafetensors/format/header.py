@@ -102,7 +102,7 @@ def parse_header(header: bytes | bytearray | memoryview, file_size: int) -> Head
     """
     n = len(header)
     # A big header allocates ~3 containers per tensor: generational GC passes over the
-    # growing, cycle-free structure dominated parse time (2-3x), so pause it while parsing.
+    # growing, cycle-free structure would dominate parse time, so pause it while parsing.
     with paused_gc():
         at = _WS_BYTES.match(header).end()  # type: ignore[union-attr]
         if header[at : at + 1] != b"{":

@@ -346,8 +346,7 @@ class AtomicFileSink:
     The rename is atomic for every reader and against the writer being killed at any point.
     ``durable=True`` adds ``fsync`` of the file before the rename and of the directory after,
     so the new file also survives a power loss; it costs the time to write the whole file to
-    the disk (measured 1.1-2.8x the time of a 512 MiB save, benchmarks/RESULTS.md).  ``None`` means
-    ``default_durable()``.
+    the disk.  ``None`` means ``default_durable()``.
     """
 
     def __init__(self, path: str | os.PathLike[str], *, durable: bool | None = None) -> None:
@@ -369,8 +368,8 @@ class AtomicFileSink:
             pass  # no existing file: the umask-derived mode stands
 
     def write(self, buffers: Sequence[Buffer]) -> None:
-        # No early writeback (sync_file_range) here: it was measured slower (it submits the
-        # I/O in this thread, where the kernel's flusher threads otherwise do it).
+        # No early writeback (sync_file_range) here: it submits the I/O in this thread, where
+        # the kernel's flusher threads otherwise do it in parallel with the copying.
         _writev_all(self._fd, buffers, self.path)
 
     def pwrite(self, buffer: Buffer, offset: int) -> None:
@@ -379,8 +378,8 @@ class AtomicFileSink:
     def reserve(self, size: int) -> None:
         """Give the temp file its final size before writing: its blocks are allocated at once
         (fallocate), so a full disk fails here, before any data is copied, and writes never
-        extend the file (ext4 journals the inode on every extending write: a 512 MiB save
-        measured ~1.5x faster preallocated).  Where fallocate is unsupported: a sparse ftruncate."""
+        extend the file (ext4 journals the inode on every extending write).  Where fallocate is
+        unsupported: a sparse ftruncate."""
         reserve_fd(self._fd, size, self.path)
 
     def truncate(self, size: int) -> None:
