@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 
-def evict(path: str) -> None:
+def evict(path: str | os.PathLike[str]) -> None:
     """Drop ``path`` from the page cache (written back first, so every page can go)."""
     fd = os.open(path, os.O_RDONLY)
     try:

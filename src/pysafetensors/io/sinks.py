@@ -334,7 +334,29 @@ def check_replaceable(path: str) -> None:
     )
 
 
-class AtomicFileSink:
+class CommitOnExit:
+    """A file sink as a context manager: ``commit`` when the block ends normally, ``abort``
+    when it raises, so an interrupted write never publishes a partial file."""
+
+    def commit(self) -> None:
+        raise NotImplementedError
+
+    def abort(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if exc_type is None:
+            self.commit()
+        else:
+            self.abort()
+
+
+class AtomicFileSink(CommitOnExit):
     """Writes a temp file beside ``path``; ``commit`` renames it into place.
 
     The temp file is created with mode 0o666 so the umask applies exactly as it does for
@@ -410,20 +432,6 @@ class AtomicFileSink:
             os.unlink(self.tmp_path)
         except FileNotFoundError:
             pass
-
-    def __enter__(self) -> AtomicFileSink:  # noqa: PYI034 - final in practice
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        if exc_type is None:
-            self.commit()
-        else:
-            self.abort()
 
 
 # --- a set of files published as one -----------------------------------------------------
