@@ -97,6 +97,11 @@ def plural(n: int, word: str) -> str:
     return f"{n:,} {word}" + ("" if n == 1 else "s")
 
 
+def first_names(names: Sequence[str], most: int = 8) -> str:
+    """``a, b, c ...``: the first ``most`` names, and `` ...`` when there are more."""
+    return ", ".join(names[:most]) + (" ..." if len(names) > most else "")
+
+
 def fmt_count(n: int) -> str:
     """``22,713,728 (22.7M)``."""
     for unit, scale in (("B", 10**9), ("M", 10**6), ("K", 10**3)):
