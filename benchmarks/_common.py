@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 
-def evict(path: str) -> None:
+def evict(path: str | os.PathLike[str]) -> None:
     """Drop ``path`` from the page cache (written back first, so every page can go)."""
     fd = os.open(path, os.O_RDONLY)
     try:
@@ -40,13 +40,11 @@ def keep_warm(paths: str | Sequence[str], seconds: float) -> None:
     This machine runs DAMON proactive reclaim (a paddr ``pageout`` scheme: memory in physical
     regions aged 30 s or more and seen accessed in at most 1 of the 10 samples of a 5 s
     window is paged out).  Page cache refilled into such regions is paged out again within
-    seconds: right after one read of the 512 MiB file, 0-10% of it was already gone (1,300
-    holes), and after a further pause without access more.  So a "hot" sample after one read
-    and a pause measured disk reads into those holes (and the fresh memory they take) more than
-    the load.  Reading the file repeatedly while the machine settles keeps every page of it
-    cached (checked with ``mincore``: 100% resident in every trial), which is what "hot" means;
-    the cold workloads measure the other case.  The fraction resident when each sample starts
-    is recorded (``resident_pct``).
+    seconds, leaving holes in a file read once, so a "hot" sample after one read and a pause
+    would time disk reads into those holes (and the fresh memory they take) rather than the
+    load (RESULTS.md gives the figures).  Reading the file repeatedly while the machine settles
+    keeps every page of it cached, which is what "hot" means; the cold workloads measure the
+    other case.  The fraction resident when each sample starts is recorded (``resident_pct``).
     """
     paths = [paths] if isinstance(paths, str) else list(paths)
     end = time.monotonic() + seconds

@@ -146,7 +146,7 @@ def run(workload: str, impl: str, args: dict[str, Any]) -> dict[str, Any]:
         rows = args["rows"]
         start = args["start"]
         # Run the reduction once first: its code pages in libtorch may have been reclaimed, and
-        # faulting them back in counted as disk reads of the slice (0-6 MiB, sample to sample).
+        # faulting them back in would count as disk reads of the slice.
         float(torch.ones(64, 1024).sum())
         before = _io("read_bytes"), _io("rchar")
 

@@ -79,11 +79,10 @@ def alloc(nbytes: int, populate: bool = True) -> memoryview:
     """A fresh writable buffer.  Large ones are anonymous maps: page aligned, no zero-fill pass.
 
     With ``populate`` (and where the OS has ``MAP_POPULATE``) the pages are faulted in by one
-    mmap call: for a buffer one thread is about to fill, that costs ~35% less CPU than taking
-    131,072 separate page faults for 512 MiB.  A buffer several threads fill is better left
-    unpopulated: each thread faults in its own chunks while it copies, so the faults run in
-    parallel instead of in one thread before any copy starts (512 MiB with 2 threads:
-    0.19-0.29 s against 0.26-1.03 s populated; benchmarks/RESULTS.md).
+    mmap call: for a buffer one thread is about to fill, that costs less CPU than one page
+    fault per page.  A buffer several threads fill is better left unpopulated: each thread
+    faults in its own chunks while it copies, so the faults run in parallel rather than in one
+    thread before any copy starts.
     """
     if nbytes >= _BIG_BUFFER:
         anonymous = getattr(mmap, "MAP_ANONYMOUS", None)
@@ -143,7 +142,7 @@ def parallel_read(source: ByteSource, offset: int, buf: memoryview, threads: int
     if workers == 1:
         source.read_into(offset, buf)
         return
-    from concurrent.futures import ThreadPoolExecutor  # lazily: 7 ms of imports
+    from concurrent.futures import ThreadPoolExecutor  # lazily: a slow import single reads never need
 
     starts = range(0, n, _READ_CHUNK)
 
@@ -273,13 +272,15 @@ class SafeFile:
         which walks every page), so the tensors' first touches take no faults.  Otherwise the
         whole region is read ahead at once (the source's ``prefetch``: ``MADV_WILLNEED`` in
         pieces the kernel does not cut short), so the disk works on all of it while the
-        tensors are built and touched.  Measured alternatives (benchmarks/RESULTS.md): one
-        ``MADV_WILLNEED`` (the kernel reads 8 MiB of it, faults carry on in 2 MiB folios) was
-        2-3x slower on an idle machine; populating a cold file is synchronous and was slower;
-        ``MADV_RANDOM`` 10x slower.  Other sources read the data region into one buffer with
-        ``threads`` parallel reads (default: the CPUs available), and every tensor views that
-        buffer; a buffer larger than the memory this process can have is refused before it is
-        allocated (InsufficientMemory; ``checked``: the caller has checked it already).
+        tensors are built and touched.  Not one ``MADV_WILLNEED`` for the whole region: the
+        kernel reads only its readahead cap of it, and faults then carry on in 2 MiB folios,
+        slow to allocate on a machine whose host reclaims freed memory; not populating a cold
+        file: that waits for the disk before any tensor is built; never ``MADV_RANDOM``: it
+        turns readahead off (benchmarks/RESULTS.md compares them).  Other sources read the
+        data region into one buffer with ``threads`` parallel reads (default: the CPUs
+        available), and every tensor views that buffer; a buffer larger than the memory this
+        process can have is refused before it is allocated (InsufficientMemory; ``checked``:
+        the caller has checked it already).
         ``advise=False``: the caller has given the map its advice (``advise_all``) already.
         """
         threads = check_threads(threads)

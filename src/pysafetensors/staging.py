@@ -13,9 +13,9 @@ the tests exercise the pipeline on machines without CUDA.
 
 ``register_host=True`` instead registers the whole mapped file with
 ``cudaHostRegister`` (through ``torch.cuda.cudart()``) so copies DMA straight from the page
-cache, and unregisters it afterwards.  It is unmeasured here (no GPU was available when this
-was written); registering pins every page of the file first, which is only worth it when
-the file is hot in the page cache.
+cache, and unregisters it afterwards.  Registering pins every page of the file first, which
+is only worth it when the file is hot in the page cache (benchmarks/RESULTS.md lists it under
+"Not measured").
 """
 
 from __future__ import annotations

@@ -137,8 +137,8 @@ def to_torch(raw: RawTensor) -> Any:
         data = bytearray(raw.data)
     # ``data`` is writable here (a copy-on-write map, a fresh buffer or the copy above), so
     # torch.frombuffer has nothing to warn about and shares the memory.  Straight in the
-    # target dtype (every torch dtype here supports it), then one view: a third cheaper per
-    # tensor than via uint8, which shows when loading thousands of small tensors.
+    # target dtype (every torch dtype here supports it), then one view: fewer tensor objects
+    # than via uint8, which shows when loading thousands of small tensors.
     return torch.frombuffer(data, dtype=tdt).view(shape)
 
 

@@ -37,7 +37,7 @@ def _escape_char(m: re.Match[str]) -> str:
 def escape_text(text: str) -> str:
     """``text`` safe to print on a terminal: control and bidi characters written as escapes.
 
-    A tensor name or metadata value holding a newline can no longer forge output lines, and an
+    A tensor name or metadata value holding a newline cannot forge output lines, and an
     escape sequence (``\\x1b]0;...\\x07`` sets the window title) is shown, not obeyed.
     """
     return _UNSAFE.sub(_escape_char, text)
@@ -95,6 +95,11 @@ def fmt_bytes(n: int) -> str:
 def plural(n: int, word: str) -> str:
     """``1 tensor``, ``3 tensors`` (with thousands separators)."""
     return f"{n:,} {word}" + ("" if n == 1 else "s")
+
+
+def first_names(names: Sequence[str], most: int = 8) -> str:
+    """``a, b, c ...``: the first ``most`` names, and `` ...`` when there are more."""
+    return ", ".join(names[:most]) + (" ..." if len(names) > most else "")
 
 
 def fmt_count(n: int) -> str:

@@ -25,7 +25,7 @@ from ..gguf.header import is_gguf
 from ..gguf.reader import GGUFFile
 from ..io.redact import redact_url
 from ..io.registry import open_source, url_scheme
-from ._common import bar_enabled, progress
+from ._common import bar_enabled, first_names, progress
 from ._inputs import storage_options_for
 from .main import report_error
 from .metadata import parse_assignments
@@ -77,7 +77,7 @@ def render(report: ConversionReport, *, as_json: bool = False) -> str:
     for removed, kept in sorted(report.removed.items()):
         lines.append(f"  tied: {removed} -> {kept} (kept once, recorded in metadata)")
     if report.skipped:
-        shown = ", ".join(report.skipped[:8]) + (" ..." if len(report.skipped) > 8 else "")
+        shown = first_names(report.skipped)
         lines.append(f"  skipped {len(report.skipped)} non-tensor entries: {shown}")
     lines.extend(f"  finding: {f}" for f in report.findings)
     return "\n".join(lines) + "\n"
@@ -119,7 +119,7 @@ def render_gguf(report: GGUFConversion, source: str, version: int, *, as_json: b
             line += f"; q/k rows put back in Hugging Face order in {len(report.unpermuted)}"
         lines.append(line)
     if report.unmapped:
-        shown = ", ".join(report.unmapped[:8]) + (" ..." if len(report.unmapped) > 8 else "")
+        shown = first_names(report.unmapped)
         lines.append(f"  could not map {len(report.unmapped)} name(s), kept as they are: {shown}")
     return "\n".join(lines) + "\n"
 

@@ -13,7 +13,17 @@ import math
 from typing import Any
 
 from ..tools.diff import DiffResult, GGUFDiffResult, TensorDesc, ValueDiff, diff_files
-from ._common import emit, fmt_float, fmt_int, plural, progress_factory, render_json, short_text, terminal_safe
+from ._common import (
+    emit,
+    first_names,
+    fmt_float,
+    fmt_int,
+    plural,
+    progress_factory,
+    render_json,
+    short_text,
+    terminal_safe,
+)
 from ._inputs import open_input
 
 
@@ -109,7 +119,7 @@ def _gguf_lines(r: GGUFDiffResult) -> list[str]:
             line += f"; q/k rows put back in Hugging Face order in {plural(len(r.unpermuted), 'tensor')}"
         out.append(line)
         if r.unmapped:
-            shown = ", ".join(r.unmapped[:8]) + (" ..." if len(r.unmapped) > 8 else "")
+            shown = first_names(r.unmapped)
             out.append(f"names: {plural(len(r.unmapped), 'GGUF name')} gguf-py could not map: {shown}")
     return out
 

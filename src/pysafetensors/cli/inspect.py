@@ -106,20 +106,27 @@ def gguf_value_text(entry: GGUFMetadataEntry) -> str:
     return short_text(text)
 
 
-def _render_gguf(result: GGUFSummary, meta: dict[str, GGUFMetadataEntry], tensors: bool) -> list[str]:
-    out = [f"file:        {result.path}",
-           f"format:      GGUF version {result.gguf_version}, alignment {result.alignment}",
-           f"file size:   {fmt_bytes(result.file_size)}",
-           f"header size: {fmt_bytes(result.header_size)}"]
+def _count_lines(result: Summary, kind: str) -> list[str]:
+    """Sizes, tensor and parameter counts and the per-``kind`` table (GGUF's ``type``,
+    safetensors' ``dtype``): the lines both formats show alike."""
     count = fmt_int(result.tensor_count)
     if result.filter:
         count += f" of {fmt_int(result.total_tensor_count or 0)} (filter: {' '.join(result.filter)})"
-    out.append(f"tensors:     {count}")
-    out.append(f"parameters:  {fmt_count(result.parameter_count)}")
+    out = [f"file size:   {fmt_bytes(result.file_size)}",
+           f"header size: {fmt_bytes(result.header_size)}",
+           f"tensors:     {count}",
+           f"parameters:  {fmt_count(result.parameter_count)}"]
     if result.parameters_by_dtype:
-        out.append("by type:")
+        out.append(f"by {kind}:")
         rows = [[d, fmt_int(p), fmt_int(result.bytes_by_dtype[d])] for d, p in result.parameters_by_dtype.items()]
-        out.extend("  " + line for line in table(rows, ["type", "parameters", "bytes"], right=[1, 2]).splitlines())
+        out.extend("  " + line for line in table(rows, [kind, "parameters", "bytes"], right=[1, 2]).splitlines())
+    return out
+
+
+def _render_gguf(result: GGUFSummary, meta: dict[str, GGUFMetadataEntry], tensors: bool) -> list[str]:
+    out = [f"file:        {result.path}",
+           f"format:      GGUF version {result.gguf_version}, alignment {result.alignment}"]
+    out.extend(_count_lines(result, "type"))
     out.append(f"metadata:    {plural(len(meta), 'key')}")
     if meta:
         # Strings are shown JSON-quoted (control characters escaped by JSON); escape_text then
@@ -156,17 +163,7 @@ def render_inspect(result: Summary, fmt: str = "text", tensors: bool = False) ->
     out = [f"file:        {result.path}"]
     if result.files:
         out.append(f"shards:      {len(result.files)} ({', '.join(result.files)})")
-    out.append(f"file size:   {fmt_bytes(result.file_size)}")
-    out.append(f"header size: {fmt_bytes(result.header_size)}")
-    count = fmt_int(result.tensor_count)
-    if result.filter:
-        count += f" of {fmt_int(result.total_tensor_count or 0)} (filter: {' '.join(result.filter)})"
-    out.append(f"tensors:     {count}")
-    out.append(f"parameters:  {fmt_count(result.parameter_count)}")
-    if result.parameters_by_dtype:
-        out.append("by dtype:")
-        rows = [[d, fmt_int(p), fmt_int(result.bytes_by_dtype[d])] for d, p in result.parameters_by_dtype.items()]
-        out.extend("  " + line for line in table(rows, ["dtype", "parameters", "bytes"], right=[1, 2]).splitlines())
+    out.extend(_count_lines(result, "dtype"))
     out.extend(_metadata_lines(result))
     if tensors:
         rows = [[r.name, r.dtype, str(r.shape), f"[{r.data_offsets[0]}, {r.data_offsets[1]}]", fmt_int(r.nbytes)]

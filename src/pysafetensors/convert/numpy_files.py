@@ -19,24 +19,17 @@ import numpy as np
 
 from .._adapters.numpy import dtype_of, little_endian_bytes
 from ..errors import CorruptCheckpoint, UnsafePickle, UnsupportedDtype
-from ..format.dtypes import DType
 from .checkpoint import Checkpoint, MappedFile, Unconvertible, check_member
 from .limits import Budget
-from .numpy_objects import check_numpy_shape
+from .numpy_objects import NumpyLeaf, check_numpy_shape
 
 
 @dataclass(eq=False)
-class ArrayRef:
+class ArrayRef(NumpyLeaf):
     """One array of a .npy/.npz file, loaded on demand."""
 
-    dtype: DType
-    shape: tuple[int, ...]
     load: Callable[[], np.ndarray]
     fortran: bool
-
-    @property
-    def out_shape(self) -> tuple[int, ...]:
-        return self.shape
 
     @property
     def nbytes(self) -> int:

@@ -150,18 +150,25 @@ def _scalar(dtype: Any, data: Any = None) -> Any:
 
 
 @dataclass(eq=False)
-class PickledArray:
-    """A numpy array whose bytes lie in the pickle: a tensor leaf read on demand."""
+class NumpyLeaf:
+    """A numpy array as a tensor leaf (pickled or in a .npy/.npz file): its safetensors dtype
+    and shape, which is also the output's (an array is written with its own shape)."""
 
     dtype: DType
     shape: tuple[int, ...]
-    data: bytes | bytearray
-    numpy_dtype: np.dtype
-    fortran: bool
 
     @property
     def out_shape(self) -> tuple[int, ...]:
         return self.shape
+
+
+@dataclass(eq=False)
+class PickledArray(NumpyLeaf):
+    """A numpy array whose bytes lie in the pickle: a tensor leaf read on demand."""
+
+    data: bytes | bytearray
+    numpy_dtype: np.dtype
+    fortran: bool
 
     @property
     def nbytes(self) -> int:

@@ -5,9 +5,8 @@ parser included, without format/ importing anything outside itself.
 
 Saving or parsing thousands of tensors allocates a few objects per tensor, none of them in
 cycles.  Those allocations trip generational collections, and once torch (or another large
-framework) is imported a full collection walks ~170,000 objects: about 0.1 s, paid in the
-middle of a 2,000-tensor save that otherwise takes 0.07 s (measured; see
-benchmarks/RESULTS.md).  Pausing the collector for the call and restoring it afterwards
+framework) is imported a full collection walks every object it keeps, which can cost more
+than the save or parse itself.  Pausing the collector for the call and restoring it afterwards
 changes nothing else: reference counting still frees everything, and any cycles created
 meanwhile are collected at the next collection after the call.
 """

@@ -16,13 +16,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from math import prod
 from typing import Any, Literal
 
 from .._optional import optional
+from ._fastpath import members_unique, span_fits
 from .dtypes import BY_CODE, CODES
 from .json_compat import METADATA_KEY
-from .rules import N_LEN, U64_LIMIT
+from .rules import N_LEN
 
 _METADATA_PREFIX = '{"' + METADATA_KEY + '":'
 # Returned for a header whose __metadata__ is not first: json's fast path may take it.
@@ -97,31 +97,14 @@ def fast_header(text: str, n: int, file_size: int, entries_of: Callable[[str], A
         begin, end = entry.data_offsets
         if begin != expected:
             return None
-        shape = entry.shape
+        shape = entry.shape  # integers, but any size (msgspec reads any integer)
         dtype = get_dtype(entry.dtype)
-        if shape:
-            if len(shape) > 64 or (may_be_negative and min(shape) < 0):
-                return None
-            nelements = prod(shape)
-            # A zero product hides its dims from the size check: each must still be a u64
-            # (msgspec reads any integer), and upstream multiplies in order, so the dims
-            # before the first 0 must not overflow either.  Rare: left to the rules.
-            if nelements == 0 and (max(shape) >= U64_LIMIT or prod(shape[: shape.index(0)]) >= U64_LIMIT):
-                return None
-            nbits = nelements * dtype.bits
-        else:
-            nbits = dtype.bits
-        if nbits >= U64_LIMIT or nbits & 7 or end - begin != nbits >> 3 or end >= U64_LIMIT:
+        if not span_fits(shape, dtype.bits, begin, end, may_be_negative):
             return None
         expected = end
         append(build(tensor_info, (name, dtype, tuple(shape), begin, end)))
     if expected + N_LEN + n != file_size:
         return None
-    # Duplicate keys: each adds a member, and so a colon outside strings (see header.py).
-    members = len(entries) + has_metadata_key + 3 * len(entries) + (len(metadata) if metadata else 0)
-    in_strings = "".join(entries).count(":")
-    if metadata:
-        in_strings += "".join(metadata).count(":") + "".join(metadata.values()).count(":")
-    if text.count(":") != members + in_strings:
+    if not members_unique(text, "".join(entries), len(entries), has_metadata_key, metadata):
         return None
     return make(tuple(tensors), metadata, n)

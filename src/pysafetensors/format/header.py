@@ -18,6 +18,7 @@ from math import prod
 from typing import Any, NamedTuple
 
 from . import _typed_header
+from ._fastpath import members_unique, span_fits
 from ._gcpause import paused_gc
 from .dtypes import BY_CODE, DType
 from .json_compat import METADATA_KEY
@@ -102,7 +103,7 @@ def parse_header(header: bytes | bytearray | memoryview, file_size: int) -> Head
     """
     n = len(header)
     # A big header allocates ~3 containers per tensor: generational GC passes over the
-    # growing, cycle-free structure dominated parse time (2-3x), so pause it while parsing.
+    # growing, cycle-free structure would dominate parse time, so pause it while parsing.
     with paused_gc():
         at = _WS_BYTES.match(header).end()  # type: ignore[union-attr]
         if header[at : at + 1] != b"{":
@@ -208,25 +209,11 @@ def _fast_header(text: str, n: int, file_size: int) -> Header | None:
             dtype = get_dtype(value["dtype"])  # an unhashable code: TypeError, below
             if dtype is None or type(shape) is not list or begin != expected or type(begin) is not int or type(end) is not int:
                 return None
-            if shape:
-                # sum() raises on str/list/dict/None dims and is a float if any dim is one,
-                # all in C, so only numbers reach math.prod (a str would make prod repeat
-                # it); booleans sum as ints, so a text spelling true/false anywhere was sent
-                # to the rules above.  More than 64 dims (never seen) could make the product
-                # a huge int: the rules stop early instead.  Negative dims are only possible
-                # where the text has a "-".
-                if type(sum(shape)) is not int or len(shape) > 64 or (may_be_negative and min(shape) < 0):
-                    return None
-                nelements = prod(shape)
-                # A zero product hides its dims from the size check: every dim must still be
-                # a u64, and the product of the dims before the first 0 must not overflow
-                # (upstream multiplies in that order).  Rare: left to the rules.
-                if nelements == 0 and (max(shape) >= U64_LIMIT or prod(shape[: shape.index(0)]) >= U64_LIMIT):
-                    return None
-                nbits = nelements * dtype.bits
-            else:
-                nbits = dtype.bits
-            if nbits >= U64_LIMIT or nbits & 7 or end - begin != nbits >> 3 or end >= U64_LIMIT:
+            # sum() raises on str/list/dict/None dims and is a float if any dim is one, all
+            # in C, so only integers reach span_fits (a str would make math.prod repeat it);
+            # booleans sum as ints, so a text spelling true/false anywhere was sent to the
+            # rules above.
+            if (shape and type(sum(shape)) is not int) or not span_fits(shape, dtype.bits, begin, end, may_be_negative):
                 return None
             expected = end
             append(make(TensorInfo, (name, dtype, tuple(shape), begin, end)))
@@ -234,16 +221,7 @@ def _fast_header(text: str, n: int, file_size: int) -> Header | None:
         return None
     if expected + N_LEN + n != file_size:
         return None
-    # Duplicate keys anywhere (top level, inside an entry, in the metadata) are invisible
-    # after json.loads but each adds a member, and every member has exactly one colon
-    # outside strings.  Count the colons the kept members account for (one each, plus any
-    # inside names and metadata strings; codes and numbers have none): a mismatch means a
-    # member was replaced, and the rules report what serde would.
-    members = len(raw) + has_metadata_key + 3 * len(tensors) + (len(metadata) if metadata else 0)
-    in_strings = "".join(raw).count(":")  # every tensor name
-    if metadata:
-        in_strings += "".join(metadata).count(":") + "".join(metadata.values()).count(":")
-    if text.count(":") != members + in_strings:
+    if not members_unique(text, "".join(raw), len(tensors), has_metadata_key, metadata):
         return None
     return Header(tuple(tensors), metadata, n)
 

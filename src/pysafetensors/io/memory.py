@@ -40,8 +40,8 @@ PROC_STATUS = "/proc/self/status"
 PROC_CGROUP = "/proc/self/cgroup"
 CGROUP_ROOT = "/sys/fs/cgroup"
 
-# Requests below this are not checked: a probe reads a few /proc and /sys files (0.1-0.2 ms),
-# which would show on reads of many small tensors but not next to reading 16 MiB; and a
+# Requests below this are not checked: a probe reads a few /proc and /sys files, which
+# would show on reads of many small tensors but not next to reading 16 MiB; and a
 # process that cannot get a few MiB is past saving anyway.
 CHECK_FROM = 16 << 20
 # What must stay free beside the buffer: the tensor objects, the interpreter's own growth.

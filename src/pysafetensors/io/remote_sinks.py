@@ -32,7 +32,6 @@ import os
 import posixpath
 import tempfile
 from collections.abc import Mapping, Sequence
-from types import TracebackType
 from typing import Any
 
 from .._optional import require
@@ -41,7 +40,7 @@ from ._fsspec import _BACKEND_MODULES
 from ._s3_upload import S3MultipartUpload
 from .redact import redact_text, redact_url
 from .registry import url_scheme
-from .sinks import Buffer, default_durable, pwrite_all, reserve_fd, temp_name
+from .sinks import Buffer, CommitOnExit, default_durable, pwrite_all, reserve_fd, temp_name
 
 # A part is uploaded each time this many bytes have collected; a file smaller is one PUT.
 PART_SIZE = 8 << 20
@@ -136,7 +135,7 @@ def _discard(f: Any) -> None:
             f.close()
 
 
-class RemoteFileSink:
+class RemoteFileSink(CommitOnExit):
     """One file at an fsspec URL, streamed as it is written and published by ``commit``.
 
     See the module docstring for what each store guarantees.  ``reserve(size)`` (before the
@@ -263,19 +262,8 @@ class RemoteFileSink:
         self._done = True
         self._cleanup()
 
-    def __enter__(self) -> RemoteFileSink:  # noqa: PYI034 - final in practice
-        return self
 
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        if exc_type is None:
-            self.commit()
-        else:
-            self.abort()
-
-
-class StagedUploadSink:
+class StagedUploadSink(CommitOnExit):
     """Writes at any offset (the incremental writer) for a URL target: staged in a local temp
     file, uploaded through a :class:`RemoteFileSink` by ``commit``.
 
@@ -338,17 +326,6 @@ class StagedUploadSink:
         self._done = True
         self._remote.abort()
         self._tmp.close()
-
-    def __enter__(self) -> StagedUploadSink:  # noqa: PYI034 - final in practice
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        if exc_type is None:
-            self.commit()
-        else:
-            self.abort()
 
 
 def remove_object(url: str, storage_options: Mapping[str, Any] | None = None) -> None:

@@ -334,7 +334,29 @@ def check_replaceable(path: str) -> None:
     )
 
 
-class AtomicFileSink:
+class CommitOnExit:
+    """A file sink as a context manager: ``commit`` when the block ends normally, ``abort``
+    when it raises, so an interrupted write never publishes a partial file."""
+
+    def commit(self) -> None:
+        raise NotImplementedError
+
+    def abort(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if exc_type is None:
+            self.commit()
+        else:
+            self.abort()
+
+
+class AtomicFileSink(CommitOnExit):
     """Writes a temp file beside ``path``; ``commit`` renames it into place.
 
     The temp file is created with mode 0o666 so the umask applies exactly as it does for
@@ -346,8 +368,7 @@ class AtomicFileSink:
     The rename is atomic for every reader and against the writer being killed at any point.
     ``durable=True`` adds ``fsync`` of the file before the rename and of the directory after,
     so the new file also survives a power loss; it costs the time to write the whole file to
-    the disk (measured 1.1-2.8x the time of a 512 MiB save, benchmarks/RESULTS.md).  ``None`` means
-    ``default_durable()``.
+    the disk.  ``None`` means ``default_durable()``.
     """
 
     def __init__(self, path: str | os.PathLike[str], *, durable: bool | None = None) -> None:
@@ -369,8 +390,8 @@ class AtomicFileSink:
             pass  # no existing file: the umask-derived mode stands
 
     def write(self, buffers: Sequence[Buffer]) -> None:
-        # No early writeback (sync_file_range) here: it was measured slower (it submits the
-        # I/O in this thread, where the kernel's flusher threads otherwise do it).
+        # No early writeback (sync_file_range) here: it submits the I/O in this thread, where
+        # the kernel's flusher threads otherwise do it in parallel with the copying.
         _writev_all(self._fd, buffers, self.path)
 
     def pwrite(self, buffer: Buffer, offset: int) -> None:
@@ -379,8 +400,8 @@ class AtomicFileSink:
     def reserve(self, size: int) -> None:
         """Give the temp file its final size before writing: its blocks are allocated at once
         (fallocate), so a full disk fails here, before any data is copied, and writes never
-        extend the file (ext4 journals the inode on every extending write: a 512 MiB save
-        measured ~1.5x faster preallocated).  Where fallocate is unsupported: a sparse ftruncate."""
+        extend the file (ext4 journals the inode on every extending write).  Where fallocate is
+        unsupported: a sparse ftruncate."""
         reserve_fd(self._fd, size, self.path)
 
     def truncate(self, size: int) -> None:
@@ -411,20 +432,6 @@ class AtomicFileSink:
             os.unlink(self.tmp_path)
         except FileNotFoundError:
             pass
-
-    def __enter__(self) -> AtomicFileSink:  # noqa: PYI034 - final in practice
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        if exc_type is None:
-            self.commit()
-        else:
-            self.abort()
 
 
 # --- a set of files published as one -----------------------------------------------------

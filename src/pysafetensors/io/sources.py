@@ -212,14 +212,13 @@ class MmapSource:
     def prefetch(self, offset: int, length: int) -> None:
         """Start reading a byte range into the page cache, all of it, without waiting for it.
 
-        One ``MADV_WILLNEED`` reads only up to ``readahead_cap`` (8 MiB on the benchmark
-        machine), so the range is hinted in pieces of that size; the IO is queued at once and
-        the first touches find it in flight.  Read ahead this way, the page cache fills in small
-        folios rather than the 2 MiB ones fault-driven readahead grows to, which on a VM that
-        hands freed memory back to its host (free page reporting, reported in 2 MiB blocks)
-        saves a host fault per 4 KiB page: a cold 512 MiB load here took 0.31-0.49 s this way
-        against 0.74-1.03 s with one hint (benchmarks/RESULTS.md).  At most half the available
-        memory is hinted, so a file larger than memory does not evict its own first pages.
+        One ``MADV_WILLNEED`` reads only up to ``readahead_cap``, so the range is hinted in
+        pieces of that size; the IO is queued at once and the first touches find it in
+        flight.  Read ahead this way, the page cache fills in small folios rather than the
+        2 MiB ones fault-driven readahead grows to, which on a VM that hands freed memory back
+        to its host (free page reporting, reported in 2 MiB blocks) saves a host fault per
+        4 KiB page.  At most half the available memory is hinted, so a file larger than
+        memory does not evict its own first pages.
         """
         if self._map is None or length <= 0:
             return
@@ -240,11 +239,9 @@ class MmapSource:
 
         Each read takes one fault, which maps the whole 64 KiB window around it (the kernel's
         fault-around) or a whole 2 MiB folio, so the tensors' first touches find every page
-        mapped.  Measured on 512 MiB cached in small folios: 30-40 ms, against 47-60 ms for
-        ``MADV_POPULATE_READ`` (the same 8,200 faults, plus a walk over all 131,072 pages) and
-        69-85 ms when the pages are first touched one by one (upstream); in 2 MiB folios,
-        1.6 ms against 2.7-18 ms (benchmarks/RESULTS.md).  Reading an uncached page waits for
-        the disk, so this is for ranges known to be cached.
+        mapped.  ``MADV_POPULATE_READ`` takes the same faults but also walks every page of the
+        range, which costs more than the faults.  Reading an uncached page waits for the disk,
+        so this is for ranges known to be cached.
         """
         if length <= 0:
             return
@@ -258,8 +255,8 @@ class MmapSource:
 
     def resident(self, offset: int, length: int, probes: int = 64) -> bool | None:
         """Whether a byte range looks cached: ``probes`` pages spread evenly over it are all in
-        the page cache (``mincore``; a full scan costs ~10 ms per 512 MiB, as much as the load
-        it would speed up).  None where that cannot be asked (not Linux, or the map is closed)."""
+        the page cache (``mincore``; a full scan would cost as much as the load it speeds
+        up).  None where that cannot be asked (not Linux, or the map is closed)."""
         m = self._map
         mincore = _libc_mincore()
         if m is None or mincore is None or length <= 0:

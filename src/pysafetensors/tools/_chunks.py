@@ -1,8 +1,8 @@
 """Tensor bytes as bounded chunks of numpy elements: the one memory bound of every streamed tool.
 
 ``CHUNK_ELEMENTS`` caps the elements handled at once: 2M x 8 bytes (float64 working copies) =
-16 MiB per array (32 MiB complex128), so the temporaries of a two-file comparison peak near
-160 MiB (measured, C64 --atol) whatever the tensor size.  Remote inputs read ahead by the same
+16 MiB per array (32 MiB complex128), so the temporaries of a two-file comparison are a few
+such arrays whatever the tensor size.  Remote inputs read ahead by the same
 budget (:func:`read_ahead_bytes`), so one knob bounds memory.  Both are read at call time, so
 tests can shrink them.
 """

@@ -29,7 +29,7 @@ import dataclasses
 import math
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from ..format.header import TensorInfo
 from ..gguf.convert import metadata_string
@@ -103,6 +103,20 @@ class GGUFDiffResult(DiffResult):
     names_mapped: int = 0  # GGUF names shown as their Hugging Face names
     unmapped: list[str] = field(default_factory=list)  # GGUF names gguf-py could not map (kept as they are)
     unpermuted: list[str] = field(default_factory=list)  # q/k weights whose rows were put back in HF order
+
+
+_R = TypeVar("_R", bound=DiffResult)
+
+
+def _concluded(r: _R) -> _R:
+    """``r`` with ``same`` decided: nothing added, removed or changed, and every compared
+    tensor's values equal (within the tolerance)."""
+    r.same = not (
+        r.tensors_added or r.tensors_removed or r.tensors_changed
+        or r.metadata_added or r.metadata_removed or r.metadata_changed
+        or any(v.differing or not v.compared for v in r.values or [])
+    )
+    return r
 
 
 def _desc(t: TensorInfo) -> TensorDesc:
@@ -312,12 +326,7 @@ def diff_files(
             diffs = [compare_values(xa, da, xb, db, rtol, atol, bar)
                      for (xa, da), (xb, db) in zip(a.stream(order), b.stream(order))]
         r.values = sorted(diffs, key=lambda v: v.name)
-    r.same = not (
-        r.tensors_added or r.tensors_removed or r.tensors_changed
-        or r.metadata_added or r.metadata_removed or r.metadata_changed
-        or any(v.differing or not v.compared for v in r.values or [])
-    )
-    return r
+    return _concluded(r)
 
 
 # --- with a GGUF side ----------------------------------------------------------------------
@@ -426,9 +435,4 @@ def _diff_gguf(a: AnyCheckpoint, b: AnyCheckpoint, values: bool, rtol: float | N
             diffs = [dataclasses.replace(compare_values(ta, xa, tb, xb, rtol, atol, bar), name=name)
                      for name, (ta, xa), (tb, xb) in zip(order, sa.values(order), sb.values(order))]
         r.values = sorted(diffs, key=lambda v: v.name)
-    r.same = not (
-        r.tensors_added or r.tensors_removed or r.tensors_changed
-        or r.metadata_added or r.metadata_removed or r.metadata_changed
-        or any(v.differing or not v.compared for v in r.values or [])
-    )
-    return r
+    return _concluded(r)

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, cast
 
@@ -103,32 +103,54 @@ def _feed(owned: Sequence[_Span], k: int, off: int, chunk: memoryview, hashers: 
     return k
 
 
+def _hash_region(length: int, view: Callable[[int, int], memoryview] | None, read: Callable[[int, memoryview], Any],
+                 owned: Sequence[_Span], whole: Any, hashers: dict[str, Any], bar: Any) -> None:
+    """Hash one data region of ``length`` bytes, HASH_CHUNK at a time: all of it into ``whole``
+    (unless None), each tensor of ``owned`` (sorted by begin) into its ``hashers`` entry.
+
+    ``view(off, n)`` gives the region's bytes without a copy where the source maps the file;
+    otherwise ``read(off, chunk)`` fills one reused buffer."""
+    buf: memoryview | None = None
+    k = 0  # the first owned tensor that may overlap the current chunk
+    for off in range(0, length, HASH_CHUNK):
+        n = min(HASH_CHUNK, length - off)
+        if view is not None:
+            chunk = view(off, n)
+        else:
+            if buf is None:
+                buf = alloc(min(HASH_CHUNK, length))
+            chunk = buf[:n]
+            read(off, chunk)
+        if whole is not None:
+            whole.update(chunk)
+        k = _feed(owned, k, off, chunk, hashers)
+        bar.update(n)
+
+
+def _digests(whole: Any, hashers: dict[str, Any], per_tensor: bool) -> tuple[str | None, list[TensorHash] | None]:
+    digest = "0x" + whole.hexdigest() if whole is not None else None
+    tensors = [TensorHash(name, "0x" + hashers[name].hexdigest()) for name in sorted(hashers)] if per_tensor else None
+    return digest, tensors
+
+
+def _view_at(source: Any, start: int) -> Callable[[int, int], memoryview] | None:
+    """``view(off, n)`` over ``source`` from ``start`` when it maps the file, else None."""
+    if not capabilities(source).view:
+        return None
+    views = cast(ViewSource, source)
+    return lambda off, n: views.view(start + off, n)
+
+
 def _hash_pass(ckpt: Checkpoint, content: bool, per_tensor: bool, bar: Any) -> tuple[str | None, list[TensorHash] | None]:
     whole = hashlib.sha256() if content else None
     hashers: dict[str, Any] = {}
-    buf: memoryview | None = None
     for i, (f, start, length) in enumerate(ckpt.data_regions()):
         owned = ckpt.tensors_in(i) if per_tensor else []  # in file order: by begin offset
         for t in owned:
             hashers[t.name] = hashlib.sha256()
-        k = 0  # the first owned tensor that may overlap the current chunk
-        view = capabilities(f.source).view
-        for off in range(0, length, HASH_CHUNK):
-            n = min(HASH_CHUNK, length - off)
-            if view:
-                chunk = cast(ViewSource, f.source).view(start + off, n)
-            else:
-                if buf is None or len(buf) < n:
-                    buf = alloc(n)
-                chunk = buf[:n]
-                f.read_data(off, chunk)  # a failure names the tensor it hit
-            if whole is not None:
-                whole.update(chunk)
-            k = _feed(owned, k, off, chunk, hashers)
-            bar.update(n)
-    digest = "0x" + whole.hexdigest() if whole is not None else None
-    tensors = [TensorHash(name, "0x" + hashers[name].hexdigest()) for name in sorted(hashers)] if per_tensor else None
-    return digest, tensors
+        # read_data: a failure names the tensor it hit
+        _hash_region(length, _view_at(f.source, start), f.read_data, owned, whole, hashers, bar)
+    return _digests(whole, hashers, per_tensor)
 
 
 def _gguf_hash_pass(ckpt: GGUFCheckpoint, content: bool, per_tensor: bool, bar: Any
@@ -141,27 +163,10 @@ def _gguf_hash_pass(ckpt: GGUFCheckpoint, content: bool, per_tensor: bool, bar: 
                               "to hash them", tensor=unknown[0])
     hashers: dict[str, Any] = {t.name: hashlib.sha256() for t in owned}
     start = ckpt.header.data_offset
-    length = max(ckpt.file_size - start, 0)
     source = ckpt.file.source
-    views = cast(ViewSource, source) if capabilities(source).view else None
-    buf: memoryview | None = None
-    k = 0
-    for off in range(0, length, HASH_CHUNK):
-        n = min(HASH_CHUNK, length - off)
-        if views is not None:
-            chunk = views.view(start + off, n)
-        else:
-            if buf is None:
-                buf = alloc(min(HASH_CHUNK, length))
-            chunk = buf[:n]
-            source.read_into(start + off, chunk)
-        if whole is not None:
-            whole.update(chunk)
-        k = _feed(owned, k, off, chunk, hashers)
-        bar.update(n)
-    digest = "0x" + whole.hexdigest() if whole is not None else None
-    tensors = [TensorHash(name, "0x" + hashers[name].hexdigest()) for name in sorted(hashers)] if per_tensor else None
-    return digest, tensors
+    _hash_region(max(ckpt.file_size - start, 0), _view_at(source, start),
+                 lambda off, chunk: source.read_into(start + off, chunk), owned, whole, hashers, bar)
+    return _digests(whole, hashers, per_tensor)
 
 
 def identify(

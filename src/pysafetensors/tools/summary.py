@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from ._base import JsonResult
 from .checkpoint import (
@@ -99,13 +99,32 @@ def modelspec(metadata: dict[str, str] | None) -> dict[str, str]:
     return {k: v for k, v in (metadata or {}).items() if k.startswith(MODELSPEC_PREFIX)}
 
 
-def _totals(rows: Sequence[TensorRow]) -> tuple[dict[str, int], dict[str, int]]:
+_S = TypeVar("_S", bound=Summary)
+
+
+def _summary(cls: type[_S], ckpt: Checkpoint | GGUFCheckpoint, rows: list[TensorRow], patterns: Sequence[str] | None,
+             tree: bool, **fields: Any) -> _S:
+    """``cls`` with what every format's summary holds (sizes, counts, per-dtype totals, the
+    selected rows and their tree) filled in from ``ckpt`` and ``rows``; ``fields`` give the rest."""
     by_dtype: dict[str, int] = {}
     bytes_by: dict[str, int] = {}
     for r in rows:
         by_dtype[r.dtype] = by_dtype.get(r.dtype, 0) + r.parameters
         bytes_by[r.dtype] = bytes_by.get(r.dtype, 0) + r.nbytes
-    return dict(sorted(by_dtype.items())), dict(sorted(bytes_by.items()))
+    return cls(
+        path=ckpt.path,
+        file_size=ckpt.file_size,
+        header_size=ckpt.header_size,
+        tensor_count=len(rows),
+        parameter_count=sum(r.parameters for r in rows),
+        parameters_by_dtype=dict(sorted(by_dtype.items())),
+        bytes_by_dtype=dict(sorted(bytes_by.items())),
+        tensors=rows,
+        filter=list(patterns) if patterns else None,
+        total_tensor_count=ckpt.tensor_count,
+        tree=build_tree(rows) if tree else None,
+        **fields,
+    )
 
 
 def summarize(
@@ -121,24 +140,12 @@ def summarize(
     if not isinstance(ckpt, Checkpoint):
         with open_checkpoint(ckpt, gguf=True) as opened:
             return summarize(opened, patterns, tree)
-    rows = tensor_rows(ckpt, patterns)
-    by_dtype, bytes_by = _totals(rows)
     metadata = ckpt.metadata
-    return Summary(
-        path=ckpt.path,
-        file_size=ckpt.file_size,
-        header_size=ckpt.header_size,
-        tensor_count=len(rows),
-        parameter_count=sum(r.parameters for r in rows),
-        parameters_by_dtype=by_dtype,
-        bytes_by_dtype=bytes_by,
+    return _summary(
+        Summary, ckpt, tensor_rows(ckpt, patterns), patterns, tree,
         metadata=metadata,
         modelspec=modelspec(metadata),
-        tensors=rows,
-        filter=list(patterns) if patterns else None,
-        total_tensor_count=ckpt.tensor_count,
         files=ckpt.file_names if ckpt.sharded else None,
-        tree=build_tree(rows) if tree else None,
         shard_metadata=ckpt.shard_metadata(),
         metadata_disagreements=ckpt.metadata_disagreements(),
     )
@@ -150,26 +157,15 @@ def _summarize_gguf(ckpt: GGUFCheckpoint, patterns: Sequence[str] | None, tree: 
         for t in ckpt.tensors
         if matches(t.name, patterns)
     ]
-    by_dtype, bytes_by = _totals(rows)
     header = ckpt.header
     entries = {}
     for key, f in header.fields.items():
         value = f.plain()
         entries[key] = GGUFMetadataEntry(f.type_name, value, len(value) if isinstance(value, list) else None)
-    return GGUFSummary(
-        path=ckpt.path,
-        file_size=ckpt.file_size,
-        header_size=ckpt.header_size,
-        tensor_count=len(rows),
-        parameter_count=sum(r.parameters for r in rows),
-        parameters_by_dtype=by_dtype,
-        bytes_by_dtype=bytes_by,
+    return _summary(
+        GGUFSummary, ckpt, rows, patterns, tree,
         metadata=None,
         modelspec={},
-        tensors=rows,
-        filter=list(patterns) if patterns else None,
-        total_tensor_count=ckpt.tensor_count,
-        tree=build_tree(rows) if tree else None,
         gguf_version=header.version,
         alignment=header.alignment,
         gguf_metadata=entries,
