@@ -15,6 +15,7 @@ from typing import Any
 from ..errors import MissingDependency
 from ..tools import Bar, Progress, to_jsonable
 from ..tools.checkpoint import matches
+from ..tools.summary import VALUE_CHARS, shorten
 
 __all__ = ["emit", "escape_text", "matches", "progress", "progress_factory", "render_json", "terminal_safe", "to_jsonable"]
 
@@ -174,8 +175,8 @@ def progress_factory(args: Any) -> Progress:
     return make
 
 
-def short_text(value: str, limit: int = 200) -> str:
-    return value if len(value) <= limit else value[:limit] + f"... ({len(value)} chars)"
+def short_text(value: str, limit: int = VALUE_CHARS) -> str:
+    return shorten(value, limit)  # the rule the viewer shows long values by too
 
 
 def disagreement_lines(disagreements: Any) -> list[str]:

@@ -10,10 +10,17 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 from typing import Any
 
-from ..tools.summary import MODELSPEC_PREFIX, GGUFMetadataEntry, GGUFSummary, Summary, summarize
+from ..tools.summary import (
+    ARRAY_ITEMS,
+    MODELSPEC_PREFIX,
+    GGUFMetadataEntry,
+    GGUFSummary,
+    Summary,
+    gguf_value_text,
+    summarize,
+)
 from ..tools.tree import TreeNode
 from ._common import (
     disagreement_lines,
@@ -70,40 +77,6 @@ def _metadata_lines(result: Summary) -> list[str]:
             out.extend(f"    {k}: {short_text(v)}" for k, v in (g.metadata or {}).items())
     out.extend(disagreement_lines(result.metadata_disagreements))
     return out
-
-
-#: array items shown in text; strings in them cut to this many characters
-ARRAY_ITEMS = 5
-ITEM_CHARS = 40
-
-
-def _scalar(value: Any, type_name: str, limit: int | None = None) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, float) and "float32" in type_name:
-        import numpy as np
-
-        return str(np.float32(value))  # the shortest text that reads back as the stored float32
-    if isinstance(value, float):
-        return repr(value)
-    if isinstance(value, str):
-        text = json.dumps(value, ensure_ascii=False)
-        return text if limit is None or len(text) <= limit else text[: limit - 4] + '..."'
-    if isinstance(value, list):
-        inner = type_name[len("array["):-1] if type_name.startswith("array[") else type_name
-        shown = [_scalar(v, inner, ITEM_CHARS) for v in value[:ARRAY_ITEMS]]
-        return "[" + ", ".join(shown) + (", ..." if len(value) > ARRAY_ITEMS else "") + "]"
-    return str(value)
-
-
-def gguf_value_text(entry: GGUFMetadataEntry) -> str:
-    """One metadata value as ``inspect`` shows it: arrays as their length and first items."""
-    if entry.count is None:
-        return short_text(_scalar(entry.value, entry.type))
-    text = _scalar(entry.value, entry.type)
-    if entry.count > ARRAY_ITEMS:
-        text = f"{fmt_int(entry.count)} items: {text}"
-    return short_text(text)
 
 
 def _count_lines(result: Summary, kind: str) -> list[str]:

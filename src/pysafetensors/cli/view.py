@@ -20,7 +20,7 @@ from ._common import emit, escape_text, fmt_bytes, progress_factory
 from ._inputs import open_input
 
 if TYPE_CHECKING:
-    from ..tools.checkpoint import Checkpoint
+    from ..tools.checkpoint import AnyCheckpoint
     from ..view import ViewSession
 
 DEFAULT_HOST = "127.0.0.1"
@@ -44,7 +44,7 @@ def add_parser(subparsers: Any) -> None:
         help="show a checkpoint (or compare two) in the browser, or export an HTML report",
         description="Serve a page showing the checkpoint on 127.0.0.1 (Ctrl-C stops), or write it as one HTML file.",
     )
-    p.add_argument("a", metavar="INPUT", help="file, URL, index JSON or checkpoint directory")
+    p.add_argument("a", metavar="INPUT", help="file (.safetensors or .gguf), URL, index JSON or checkpoint directory")
     p.add_argument("b", metavar="INPUT2", nargs="?", help="a second checkpoint: the page shows their diff")
     p.add_argument("--port", type=_port, default=0, help="port to listen on (default: a free one)")
     p.add_argument("--host", default=DEFAULT_HOST,
@@ -85,10 +85,10 @@ def run(args: argparse.Namespace) -> int:
 
     if args.with_stats and not args.export:
         raise UsageError("pysafetensors view: error: --with-stats needs --export FILE (see --help)")
-    opened: list[Checkpoint] = []
+    opened: list[AnyCheckpoint] = []
     try:
         for path in [args.a] + ([args.b] if args.b is not None else []):
-            opened.append(open_input(path))
+            opened.append(open_input(path, gguf=True))
     except BaseException:
         for c in opened:
             c.close()

@@ -31,6 +31,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from ..errors import TensorNotFound
 from ..format.header import TensorInfo
 from ..gguf.convert import metadata_string
 from ..gguf.names import hf_candidates, hf_names, qk_heads
@@ -266,11 +267,31 @@ def tensor_value_diff(
     if isinstance(a, GGUFCheckpoint) or isinstance(b, GGUFCheckpoint):
         if not (isinstance(a, (Checkpoint, GGUFCheckpoint)) and isinstance(b, (Checkpoint, GGUFCheckpoint))):
             raise TypeError("a value diff with a GGUF side needs both checkpoints (names are mapped across formats)")
-        sa, sb, _ = _sides(a, b)
-        (ta, da), = sa.values([name])
-        (tb, db), = sb.values([name])
+        (ta, da), (tb, db) = value_pair(a, b, name)
         return dataclasses.replace(compare_values(ta, da, tb, db, rtol, atol), name=name)
     return compare_values(a.info(name), a.data(name), b.info(name), b.data(name), rtol, atol)
+
+
+def value_pair(a: AnyCheckpoint, b: AnyCheckpoint, name: str
+               ) -> tuple[tuple[ValueTensor, TensorBytes], tuple[ValueTensor, TensorBytes]]:
+    """Tensor ``name``, as :func:`diff_files` shows it, in each checkpoint: its header entry and
+    its values (a GGUF name mapped to the Hugging Face one and llama's q/k rows put back, as the
+    diff does), for a caller that computes several things from one pair (the viewer)."""
+    sa, sb, _ = _sides(a, b)
+    for side in (sa, sb):
+        if name not in side.own:
+            raise TensorNotFound(f"{side.ckpt.path} does not contain tensor {name}", tensor=name)
+    (ta, da), = sa.values([name])
+    (tb, db), = sb.values([name])
+    return (ta, da), (tb, db)
+
+
+def shown_names(a: AnyCheckpoint, b: AnyCheckpoint) -> tuple[dict[str, str], dict[str, str]]:
+    """Each checkpoint's tensor names as :func:`diff_files` shows them (name -> shown name):
+    the same names, except a GGUF compared with a safetensors checkpoint, whose names may be
+    mapped to Hugging Face ones."""
+    sa, sb, _ = _sides(a, b)
+    return {own: shown for shown, own in sa.own.items()}, {own: shown for shown, own in sb.own.items()}
 
 
 def _check_tolerance(name: str, v: float | None) -> None:

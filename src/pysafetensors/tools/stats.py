@@ -29,6 +29,7 @@ from .checkpoint import (
     AnyCheckpoint,
     Checkpoint,
     GGUFCheckpoint,
+    GGUFTensor,
     TensorAccess,
     TensorBytes,
     ValueTensor,
@@ -159,10 +160,10 @@ def stats_of(info: ValueTensor, data: TensorBytes, bar: Any = None) -> TensorSta
 
 def tensor_stats(ckpt: TensorAccess, name: str) -> TensorStats:
     """One tensor's statistics, reading only that tensor's bytes."""
-    if isinstance(ckpt, GGUFCheckpoint):
-        t = ckpt.info(name)
-        return dataclasses.replace(stats_of(t, ckpt.data(name)), dtype=t.type)
-    return stats_of(ckpt.info(name), ckpt.data(name))
+    t = ckpt.info(name)
+    result = stats_of(t, ckpt.data(name))
+    # A GGUF tensor (from a GGUFCheckpoint, or held by the viewer) is described by its GGML type.
+    return dataclasses.replace(result, dtype=t.type) if isinstance(t, GGUFTensor) else result
 
 
 def file_stats(

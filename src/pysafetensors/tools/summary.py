@@ -13,6 +13,7 @@ every tensor's dims in GGUF's order and the typed metadata, values in full.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -30,6 +31,11 @@ from .checkpoint import (
 from .tree import TreeNode, build_tree
 
 MODELSPEC_PREFIX = "modelspec."
+#: how a GGUF metadata value is shown (``inspect``'s text and the viewer): an array's first
+#: ARRAY_ITEMS items, strings in it cut to ITEM_CHARS, the whole cut to VALUE_CHARS characters
+ARRAY_ITEMS = 5
+ITEM_CHARS = 40
+VALUE_CHARS = 200
 
 
 @dataclass
@@ -170,3 +176,38 @@ def _summarize_gguf(ckpt: GGUFCheckpoint, patterns: Sequence[str] | None, tree: 
         alignment=header.alignment,
         gguf_metadata=entries,
     )
+
+
+def shorten(value: str, limit: int = VALUE_CHARS) -> str:
+    """``value`` cut to ``limit`` characters, saying how long it was."""
+    return value if len(value) <= limit else value[:limit] + f"... ({len(value)} chars)"
+
+
+def _scalar(value: Any, type_name: str, limit: int | None = None) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float) and "float32" in type_name:
+        import numpy as np
+
+        return str(np.float32(value))  # the shortest text that reads back as the stored float32
+    if isinstance(value, float):
+        return repr(value)
+    if isinstance(value, str):
+        text = json.dumps(value, ensure_ascii=False)
+        return text if limit is None or len(text) <= limit else text[: limit - 4] + '..."'
+    if isinstance(value, list):
+        inner = type_name[len("array["):-1] if type_name.startswith("array[") else type_name
+        shown = [_scalar(v, inner, ITEM_CHARS) for v in value[:ARRAY_ITEMS]]
+        return "[" + ", ".join(shown) + (", ..." if len(value) > ARRAY_ITEMS else "") + "]"
+    return str(value)
+
+
+def gguf_value_text(entry: GGUFMetadataEntry) -> str:
+    """One GGUF metadata value as text: strings JSON-quoted, an array as its length and first
+    items (a 128k-word vocabulary is a line, not megabytes), at most VALUE_CHARS characters."""
+    if entry.count is None:
+        return shorten(_scalar(entry.value, entry.type))
+    text = _scalar(entry.value, entry.type)
+    if entry.count > ARRAY_ITEMS:
+        text = f"{entry.count:,} items: {text}"
+    return shorten(text)

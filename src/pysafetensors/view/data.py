@@ -21,6 +21,16 @@ inputs given to the session can be read.  A tensor read over the network (no mem
 fetched once and held in memory while its numbers are computed, up to :data:`HOLD_CAP` bytes, so
 the stats, histogram and heatmap of a remote tensor cost one read of that tensor's bytes.
 
+A GGUF file (llama.cpp's format) opens as a :class:`GGUFCheckpoint` and is shown the same way:
+its ``inspect`` summary (:class:`~pysafetensors.tools.summary.GGUFSummary`: version, alignment,
+GGML types), its typed key/value metadata with long arrays (a tokenizer's vocabulary) shown as
+their length and first items (:func:`~pysafetensors.tools.summary.gguf_value_text`, the text
+``inspect`` prints), each tensor's dims in GGUF's order beside PyTorch's shape, and its values as
+the GGUF front reads them (quantized types dequantized by gguf-py).  A tensor whose type cannot
+be read (a GGML type unknown to this version, or one gguf-py cannot dequantize) answers with the
+GGUF front's error, shown on the page for that tensor.  Two inputs of either format are compared
+by :func:`~pysafetensors.tools.diff.diff_files`, GGUF names shown as the diff maps them.
+
 Integers JavaScript cannot hold exactly (beyond 2**53, e.g. the min/max of a U64 tensor) are sent
 as decimal strings, so the page shows the exact number the CLI prints.
 """
@@ -36,12 +46,22 @@ import threading
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from ..format.header import TensorInfo
+from ..errors import GGUFUnsupported
+from ..gguf.reader import DecodedBytes
 from ..tools import Progress, no_progress, to_jsonable
-from ..tools.checkpoint import Checkpoint, RangedBytes, TensorAccess, TensorBytes, open_checkpoint
-from ..tools.diff import diff_files, tensor_value_diff
+from ..tools.checkpoint import (
+    AnyCheckpoint,
+    GGUFCheckpoint,
+    GGUFTensor,
+    RangedBytes,
+    TensorAccess,
+    TensorBytes,
+    ValueTensor,
+    open_checkpoint,
+)
+from ..tools.diff import diff_files, shown_names, tensor_value_diff, value_pair
 from ..tools.stats import stats_of, tensor_stats
-from ..tools.summary import MODELSPEC_PREFIX, summarize
+from ..tools.summary import MODELSPEC_PREFIX, GGUFSummary, Summary, gguf_value_text, shorten, summarize
 from ..tools.tree import TreeNode, build_tree
 from ..tools.values import difference_histogram, heatmap, histogram
 
@@ -121,26 +141,36 @@ def tree_arrays(root: TreeNode, index: dict[str, int]) -> list[Any]:
 
 
 class _Held:
-    """One tensor whose bytes were read once into memory: a TensorAccess for the tools."""
+    """One tensor and its bytes (held in memory after one read, or a view): a TensorAccess for the tools."""
 
-    def __init__(self, info: TensorInfo, data: TensorBytes) -> None:
+    def __init__(self, info: ValueTensor, data: TensorBytes) -> None:
         self._info = info
         self._data = data
 
-    def info(self, name: str) -> TensorInfo:
+    def info(self, name: str) -> ValueTensor:
         return self._info
 
     def data(self, name: str) -> TensorBytes:
         return self._data
 
 
-def held(ckpt: Checkpoint, name: str) -> TensorAccess:
-    """``ckpt`` for a mapped tensor (a view costs nothing to read again); for a tensor read over
-    the network, its bytes fetched once (up to HOLD_CAP), so several computations share one read."""
-    data = ckpt.data(name)
+def hold(data: TensorBytes) -> TensorBytes:
+    """``data``, read into memory once when it comes over the network (no memory map) and is at
+    most HOLD_CAP bytes, so several computations share one read; a view is returned as it is.
+    A GGUF tensor keeps its stored (quantized) bytes and decodes them as each computation asks."""
     if isinstance(data, RangedBytes) and len(data) <= HOLD_CAP:
-        return _Held(ckpt.info(name), data[0 : len(data)])
-    return ckpt
+        return data[0 : len(data)]
+    if isinstance(data, DecodedBytes) and data.stored is None and not data.file.views:
+        stored = data.info.nbytes
+        if stored is not None and stored <= HOLD_CAP:
+            data.stored = data.file.stored(data.info.name)  # a fresh DecodedBytes: ours to fill
+    return data
+
+
+def held(ckpt: AnyCheckpoint, name: str) -> TensorAccess:
+    """One tensor of ``ckpt`` with its bytes :func:`hold`-en: a mapped tensor costs nothing to
+    read again; one read over the network is fetched once (up to HOLD_CAP)."""
+    return _Held(ckpt.info(name), hold(ckpt.data(name)))
 
 
 def _values_of(access: TensorAccess, name: str, with_heatmap: bool) -> dict[str, Any]:
@@ -156,17 +186,18 @@ def _values_of(access: TensorAccess, name: str, with_heatmap: bool) -> dict[str,
     return js_safe(out)
 
 
-def _summary_fields(ckpt: Checkpoint) -> tuple[dict[str, Any], list[Any]]:
+def _summary_fields(s: Summary) -> tuple[dict[str, Any], list[Any]]:
     """The summary without its per-tensor rows and metadata (sent as columns and pairs), and the rows."""
-    s = summarize(ckpt)
-    skip = {"tensors", "tree", "metadata", "modelspec", "filter", "total_tensor_count"}
+    skip = {"tensors", "tree", "metadata", "modelspec", "filter", "total_tensor_count", "gguf_metadata"}
     fields = {f.name: to_jsonable(getattr(s, f.name)) for f in dataclasses.fields(s) if f.name not in skip}
     return fields, s.tensors
 
 
-def input_document(ckpt: Checkpoint) -> dict[str, Any]:
+def input_document(ckpt: AnyCheckpoint) -> dict[str, Any]:
     """One input's part of the checkpoint document (headers only: no tensor byte is read)."""
-    summary, rows = _summary_fields(ckpt)
+    if isinstance(ckpt, GGUFCheckpoint):
+        return gguf_document(ckpt)
+    summary, rows = _summary_fields(summarize(ckpt))
     files = summary.get("files")
     file_index = {f: i for i, f in enumerate(files)} if files else None
     columns: dict[str, Any] = {
@@ -196,27 +227,96 @@ def input_document(ckpt: Checkpoint) -> dict[str, Any]:
     }
 
 
-def stream_values(ckpt: Checkpoint, progress: Progress = no_progress) -> list[dict[str, Any]]:
+def gguf_document(ckpt: GGUFCheckpoint) -> dict[str, Any]:
+    """A GGUF input's part of the checkpoint document: the same fields as a safetensors input's,
+    the metadata as ``[key, text]`` pairs (``inspect``'s text: arrays as length and first
+    items) with ``metadata_types`` beside them, and the tensors' GGUF dims and value dtypes."""
+    s = summarize(ckpt)
+    assert isinstance(s, GGUFSummary)
+    summary, rows = _summary_fields(s)
+    tensors = ckpt.tensors  # the rows' order: file order
+    columns: dict[str, Any] = {
+        "name": [r.name for r in rows],
+        "dtype": [r.dtype for r in rows],  # the GGML type: Q4_K, F32...
+        "shape": [r.shape for r in rows],  # PyTorch's order
+        "params": [r.parameters for r in rows],
+        "bytes": [r.nbytes for r in rows],
+        "begin": [r.data_offsets[0] for r in rows],
+        "end": [r.data_offsets[1] for r in rows],
+        "file": None,
+        "dims": [list(t.dims) for t in tensors],  # GGUF's order
+        "values": [t.dtype.code for t in tensors],  # what the values read as (F32 when dequantized)
+    }
+    index = {r.name: i for i, r in enumerate(rows)}
+    return {
+        "label": ckpt.path,
+        "format": "gguf",
+        "local": ckpt.local,
+        "summary": summary,
+        "metadata": [[k, gguf_value_text(e)] for k, e in s.gguf_metadata.items()],
+        "metadata_types": [e.type for e in s.gguf_metadata.values()],
+        "modelspec": [],
+        "thumbnail": None,
+        "tensors": columns,
+        "tree": tree_arrays(build_tree(rows), index),
+        "stats": None,
+    }
+
+
+def _values_nbytes(t: Any) -> int:
+    # What the progress bar counts: a GGUF tensor's values (dequantized), else the stored bytes.
+    return int(t.dtype.nbytes(t.nelements)) if isinstance(t, GGUFTensor) else int(t.nbytes)
+
+
+def stream_values(ckpt: AnyCheckpoint, progress: Progress = no_progress) -> list[dict[str, Any]]:
     """Every tensor's stats and histogram, in file order, streaming the checkpoint once (a
-    remote tensor larger than HOLD_CAP is not held, so its histogram reads it again)."""
+    remote tensor larger than HOLD_CAP is not held, so its histogram reads it again).  A GGUF
+    tensor whose type cannot be read gets ``{"name", "error"}`` (the GGUF front's message)."""
     tensors = ckpt.tensors
-    out = []
-    with progress(sum(t.nbytes for t in tensors), "stats") as bar:
+    out: list[dict[str, Any]] = []
+    with progress(sum(_values_nbytes(t) for t in tensors), "stats") as bar:
         for info, data in ckpt.stream([t.name for t in tensors]):
-            if isinstance(data, RangedBytes) and len(data) <= HOLD_CAP:
-                data = data[0 : len(data)]
-            access = _Held(info, data)
-            stats = stats_of(info, data, bar).to_dict()  # the bar advances chunk by chunk
-            out.append(js_safe({"name": info.name, "stats": stats,
-                                "histogram": histogram(access, info.name, HISTOGRAM_BINS).to_dict(),
-                                "heatmap": None}))
+            try:
+                data = hold(data)
+                access = _Held(info, data)
+                stats = stats_of(info, data, bar)  # the bar advances chunk by chunk
+                if isinstance(info, GGUFTensor):
+                    stats = dataclasses.replace(stats, dtype=info.type)
+                hist = histogram(access, info.name, HISTOGRAM_BINS).to_dict()
+            except GGUFUnsupported as e:
+                bar.update(_values_nbytes(info))
+                out.append({"name": info.name, "error": str(e)})
+                continue
+            out.append(js_safe({"name": info.name, "stats": stats.to_dict(), "histogram": hist, "heatmap": None}))
+    return out
+
+
+def _short_diff(diff: dict[str, Any]) -> dict[str, Any]:
+    # A GGUF's metadata values are whole arrays as canonical text (a vocabulary is megabytes):
+    # the page shows them cut as the diff command's text does.
+    return {**diff,
+            "metadata_added": {k: shorten(v) for k, v in diff["metadata_added"].items()},
+            "metadata_removed": {k: shorten(v) for k, v in diff["metadata_removed"].items()},
+            "metadata_changed": {k: {s: shorten(v) for s, v in c.items()} for k, c in diff["metadata_changed"].items()}}
+
+
+def _diff_names(a: AnyCheckpoint, b: AnyCheckpoint) -> list[list[str] | None]:
+    """Per input, its tensors' names as the diff shows them (in the tensor columns' order), or
+    None where they are the names themselves."""
+    if not (isinstance(a, GGUFCheckpoint) or isinstance(b, GGUFCheckpoint)):
+        return [None, None]
+    out: list[list[str] | None] = []
+    for ckpt, shown in zip((a, b), shown_names(a, b)):
+        own = [t.name for t in ckpt.tensors]
+        names = [shown.get(n, n) for n in own]
+        out.append(names if names != own else None)
     return out
 
 
 class ViewSession:
     """The inputs of one ``pysafetensors view`` run, opened once, and the answers the page asks for."""
 
-    def __init__(self, checkpoints: Sequence[Checkpoint]) -> None:
+    def __init__(self, checkpoints: Sequence[AnyCheckpoint]) -> None:
         if not 1 <= len(checkpoints) <= 2:
             raise ValueError(f"the viewer shows one checkpoint or compares two, got {len(checkpoints)}")
         self.inputs = list(checkpoints)
@@ -225,11 +325,12 @@ class ViewSession:
 
     @classmethod
     def open(cls, paths: Iterable[str], storage_options: dict[str, Any] | None = None) -> ViewSession:
-        """Open each path with :func:`open_checkpoint` (closing those opened if one fails)."""
-        opened: list[Checkpoint] = []
+        """Open each path with :func:`open_checkpoint` (a GGUF file as a GGUFCheckpoint; closing
+        those opened if one fails)."""
+        opened: list[AnyCheckpoint] = []
         try:
             for p in paths:
-                opened.append(open_checkpoint(p, storage_options))
+                opened.append(open_checkpoint(p, storage_options, gguf=True))
             return cls(opened)
         except BaseException:
             for c in opened:
@@ -243,7 +344,10 @@ class ViewSession:
         diff = None
         if len(self.inputs) == 2:
             a, b = self.inputs
-            diff = js_safe(diff_files(a, b, values=with_stats, progress=progress).to_dict())
+            diff = _short_diff(js_safe(diff_files(a, b, values=with_stats, progress=progress).to_dict()))
+            names = _diff_names(a, b)
+            if names != [None, None]:  # else the diff is exactly the diff command's JSON
+                diff["names"] = names
         if with_stats:
             for doc, ckpt in zip(inputs, self.inputs):
                 doc["stats"] = stream_values(ckpt, progress)
@@ -256,7 +360,7 @@ class ViewSession:
             self._json = json.dumps(doc, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode("utf-8")
         return self._json
 
-    def checkpoint(self, i: int) -> Checkpoint:
+    def checkpoint(self, i: int) -> AnyCheckpoint:
         if not 0 <= i < len(self.inputs):
             raise IndexError(f"input must be 0..{len(self.inputs) - 1}, got {i}")
         return self.inputs[i]
@@ -274,10 +378,16 @@ class ViewSession:
             raise IndexError("a value diff needs two inputs")
         a, b = self.inputs
         with self._lock:
-            a.info(name)
-            b.info(name)
-            ha, hb = held(a, name), held(b, name)
-            diff = tensor_value_diff(ha, hb, name)
+            if isinstance(a, GGUFCheckpoint) or isinstance(b, GGUFCheckpoint):
+                # ``name`` as the diff shows it: a GGUF name may be mapped to a Hugging Face one.
+                (ta, da), (tb, db) = value_pair(a, b, name)
+                ha: TensorAccess = _Held(ta, hold(da))
+                hb: TensorAccess = _Held(tb, hold(db))
+            else:
+                a.info(name)
+                b.info(name)
+                ha, hb = held(a, name), held(b, name)
+            diff = dataclasses.replace(tensor_value_diff(ha, hb, name), name=name)
             hist = difference_histogram(ha, hb, name, HISTOGRAM_BINS).to_dict() if diff.compared else None
             return js_safe({"name": name, "diff": diff.to_dict(), "histogram": hist})
 
@@ -292,4 +402,5 @@ class ViewSession:
         self.close()
 
 
-__all__ = ["HOLD_CAP", "ViewSession", "input_document", "js_safe", "stream_values", "thumbnail", "tree_arrays"]
+__all__ = ["HOLD_CAP", "ViewSession", "gguf_document", "hold", "input_document", "js_safe", "stream_values", "thumbnail",
+           "tree_arrays"]

@@ -14,6 +14,11 @@
  *              begin: [], end: [], file: [] | null}, tree: [label, params, count, bytes,
  *              children, tensorIndex], stats: [{stats, histogram}] | null}],
  *    diff: (diff --json) | null, live}
+ * A GGUF input (format "gguf") has the same fields; its summary adds gguf_version and alignment,
+ * its metadata pairs are inspect's text (long arrays as length and first items) with
+ * metadata_types beside them, dtype is the GGML type (Q4_K), and tensors.dims (GGUF's order) and
+ * tensors.values (the dtype its values read as) are added.  diff.names gives, per input, the
+ * names the diff shows for its tensors (a GGUF's mapped to Hugging Face names) or null.
  * Lists are virtualised: only the rows in view exist in the DOM, so a 100,000-tensor header
  * renders as fast as a small one.
  */
@@ -108,7 +113,8 @@ function tensorRow(inp, i) {
   const t = inp.tensors;
   const files = inp.summary.files;
   return { index: i, name: t.name[i], dtype: t.dtype[i], shape: t.shape[i], params: t.params[i], bytes: t.bytes[i],
-    begin: t.begin[i], end: t.end[i], file: t.file && files ? files[t.file[i]] : null };
+    begin: t.begin[i], end: t.end[i], file: t.file && files ? files[t.file[i]] : null,
+    dims: t.dims ? t.dims[i] : null, values: t.values ? t.values[i] : null };
 }
 
 // ---- search: a substring, or a shell glob (fnmatch: * ? [seq] [!seq]) when the query has * ? or [
@@ -226,19 +232,21 @@ function renderOverview(view, inp) {
     card("Tensors", fmtInt(s.tensor_count), "tensor-count"),
     card(s.files ? "Total size" : "File size", fmtBytes(s.file_size), "file-size"),
     card("Header", fmtBytes(s.header_size), "header-size"),
-    card("Format", inp.format));
+    card("Format", inp.format === "gguf" ? "GGUF v" + s.gguf_version : inp.format, "format"));
   if (s.files) cards.append(card("Shards", fmtInt(s.files.length), "shard-count"));
+  if (inp.format === "gguf") cards.append(card("Alignment", fmtInt(s.alignment), "alignment"));
   view.append(cards);
   view.append(el("p", { class: "muted", id: "path" }, s.path + ": " + fmtInt(s.file_size) + " bytes, header "
     + fmtInt(s.header_size) + " bytes"));
+  const typeWord = inp.format === "gguf" ? "type" : "dtype"; // GGUF: the GGML type (Q4_K, F32...)
   const dtypes = el("table", { class: "grid", id: "dtypes" },
-    el("tr", {}, el("th", {}, "dtype"), el("th", { class: "num" }, "parameters"), el("th", { class: "num" }, "bytes")));
+    el("tr", {}, el("th", {}, typeWord), el("th", { class: "num" }, "parameters"), el("th", { class: "num" }, "bytes")));
   for (const [dt, n] of Object.entries(s.parameters_by_dtype)) {
     const bytes = s.bytes_by_dtype[dt];
     dtypes.append(el("tr", {}, el("td", {}, dt), el("td", { class: "num" }, fmtInt(n)),
       el("td", { class: "num" }, fmtInt(bytes) + " (" + fmtBytes(bytes) + ")")));
   }
-  view.append(el("h2", {}, "Parameters by dtype"), dtypes);
+  view.append(el("h2", {}, "Parameters by " + typeWord), dtypes);
   if (s.files) {
     const shards = el("table", { class: "grid", id: "shards" }, el("tr", {}, el("th", {}, "#"), el("th", {}, "shard")));
     s.files.forEach((f, i) => shards.append(el("tr", {}, el("td", { class: "num" }, i + 1), el("td", {}, f))));
@@ -254,7 +262,14 @@ function renderOverview(view, inp) {
     view.append(el("h2", {}, "ModelSpec"), box);
   }
   const where = s.files ? " (from the index)" : "";
-  if (inp.metadata === null) view.append(el("h2", {}, "Metadata" + where), el("p", { class: "muted" }, "No metadata."));
+  if (inp.format === "gguf") { // typed key/value pairs: key, type, value as inspect shows it
+    view.append(el("h2", {}, "Metadata (" + inp.metadata.length + ")"));
+    const table = el("table", { class: "grid", id: "metadata" },
+      el("tr", {}, el("th", {}, "key"), el("th", {}, "type"), el("th", {}, "value")));
+    inp.metadata.forEach(([k, v], i) => table.append(el("tr", {}, el("td", { class: "key" }, k),
+      el("td", { class: "type" }, inp.metadata_types[i]), el("td", { class: "val" }, v))));
+    view.append(inp.metadata.length ? table : el("p", { class: "muted" }, "Empty."));
+  } else if (inp.metadata === null) view.append(el("h2", {}, "Metadata" + where), el("p", { class: "muted" }, "No metadata."));
   else {
     view.append(el("h2", {}, "Metadata (" + inp.metadata.length + ")" + where));
     view.append(inp.metadata.length ? kvTable(inp.metadata, "metadata") : el("p", { class: "muted" }, "Empty."));
@@ -410,9 +425,13 @@ function renderDetail() {
   const inp = current(), r = tensorRow(inp, state.selected);
   aside.hidden = false;
   clear(aside);
-  const info = [["dtype", r.dtype], ["shape", shapeText(r.shape)], ["parameters", fmtInt(r.params)],
+  const info = [[r.dims ? "type" : "dtype", r.dtype], ["shape", shapeText(r.shape)], ["parameters", fmtInt(r.params)],
     ["bytes", fmtInt(r.bytes) + " (" + fmtBytes(r.bytes) + ")"], ["data_offsets", "[" + r.begin + ", " + r.end + ")"]];
   if (r.file) info.push(["shard", r.file]);
+  if (r.dims) { // GGUF: dims in the file's order, and what the values read as
+    info.splice(2, 0, ["GGUF dims", shapeText(r.dims)]);
+    info.push(["values", r.values === r.dtype ? r.values : r.values + " (dequantized by gguf-py)"]);
+  }
   const out = el("div", { id: "values" });
   aside.append(el("div", { class: "detail" }, el("h3", { id: "detail-name" }, r.name), kvTable(info, "tensor-info"), out));
   if (!state.data.live) {
@@ -438,6 +457,7 @@ function renderDetail() {
     "Read values (" + fmtBytes(r.bytes) + " over the network)"));
 }
 function showValues(out, v, r) {
+  if (v.error) { out.append(el("p", { class: "error", id: "stats-error" }, v.error)); return; } // e.g. a GGML type gguf-py cannot read
   const s = v.stats;
   const rows = [["elements", fmtInt(s.elements)]];
   for (const k of ["min", "max", "mean", "std", "nan", "inf", "zeros"]) rows.push([k, fmtNum(s[k])]);
@@ -554,7 +574,9 @@ function diffEntries() { // every tensor of A or B with its kind from the diff r
   const values = new Map();
   for (const v of d.values || []) values.set(v.name, v);
   const [a, b] = state.data.inputs;
-  const names = a.tensors.name.concat(d.tensors_added.map((t) => t.name));
+  const shown = d.names || [null, null]; // a GGUF's names as the diff shows them (mapped to Hugging Face names)
+  const namesA = shown[0] || a.tensors.name;
+  const names = namesA.concat(d.tensors_added.map((t) => t.name));
   const entries = names.map((name) => {
     let k = kind.get(name) || "=";
     const v = values.get(name);
@@ -562,7 +584,8 @@ function diffEntries() { // every tensor of A or B with its kind from the diff r
     return { name, kind: k, value: v || null };
   });
   d._entries = entries; d._values = values;
-  d._inA = indexOf(a); d._inB = indexOf(b);
+  const byName = (inp, list) => { if (!list) return indexOf(inp); const m = new Map(); list.forEach((n, i) => m.set(n, i)); return m; };
+  d._inA = byName(a, shown[0]); d._inB = byName(b, shown[1]);
   return entries;
 }
 const KIND_TEXT = new Map([["+", "added"], ["-", "removed"], ["~", "changed"], ["≠", "values differ"], ["=", "unchanged"]]);
