@@ -1,5 +1,6 @@
-"""Fixtures of the tests that write to URLs: moto's S3 on loopback, a store to write to (each test
-once on S3, once on memory://), the writer's parts shrunk to S3's smallest."""
+"""Fixtures of the remote tests: a checkpoint to serve over HTTP (``tensors``, ``blob``); for the tests
+that write to URLs, moto's S3 on loopback, a store to write to (each test once on S3, once on
+memory://) and the writer's parts shrunk to S3's smallest."""
 
 from __future__ import annotations
 
@@ -10,6 +11,19 @@ import pytest
 from s3_servers import MIN_PART, MotoS3, Store
 
 from pysafetensors.io import remote_sinks
+from pysafetensors.numpy import save
+
+
+@pytest.fixture(scope="module")
+def tensors() -> dict[str, np.ndarray]:
+    """A checkpoint bigger than the first ranged read (PREFETCH), so reading it takes several."""
+    rng = np.random.default_rng(1)
+    return {"big": rng.standard_normal((512, 256)).astype(np.float32), "small": np.arange(6, dtype=np.int16)}
+
+
+@pytest.fixture(scope="module")
+def blob(tensors: dict[str, np.ndarray]) -> bytes:
+    return save(tensors)
 
 
 @pytest.fixture(scope="module")
