@@ -43,6 +43,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))  # the loopback Range server the tests use
 sys.path.insert(0, str(ROOT / "src"))
 
+from _common import evict  # the harnesses' page-cache control
+
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
@@ -69,15 +71,6 @@ def many_tensors(path: Path, count: int = 100_000) -> str:
 
 
 # --- page-cache residency -----------------------------------------------------------------------
-
-
-def evict(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-    finally:
-        os.close(fd)
 
 
 def resident_bytes(path: Path) -> int:
