@@ -38,7 +38,7 @@ test: $(STAMP)
 	$(BIN)/python -m pytest
 
 # The documentation site (mkdocs.yml, docs/) into site/; --strict: a broken link or reference fails.
-# The test suite builds it too (tests/test_docs.py), so `make test` and CI check the same.
+# The test suite builds it too (tests/docs/test_docs.py), so `make test` and CI check the same.
 docs: $(STAMP)
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 

@@ -18,6 +18,11 @@ from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+import fsspec
+
+#: S3's smallest part: tests shrink the writer's parts to it, so a few MiB make a multipart upload.
+MIN_PART = 5 << 20
+
 CREDENTIALS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1"}
 
 
@@ -191,3 +196,45 @@ class RefusingProxy:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+class Store:
+    """One place to write to (a fresh bucket on ``s3`` or a memory:// directory) and to look into."""
+
+    def __init__(self, kind: str, s3: MotoS3 | None) -> None:
+        self.kind = kind
+        self.s3 = s3
+        if kind == "s3":
+            assert s3 is not None
+            self.bucket = s3.new_bucket()
+            self.root = f"s3://{self.bucket}"
+            self.options: dict[str, Any] | None = s3.options()
+        else:
+            self.bucket = f"pst-{uuid.uuid4().hex[:12]}"
+            self.root = f"memory://{self.bucket}"
+            self.options = None
+
+    def url(self, key: str) -> str:
+        return f"{self.root}/{key}"
+
+    def listing(self, prefix: str = "") -> list[str]:
+        """Every file under the store's root (recursively), as keys relative to it."""
+        if self.s3 is not None:
+            return self.s3.keys(self.bucket, prefix)
+        fs = fsspec.filesystem("memory")
+        found = fs.find(f"/{self.bucket}/{prefix}") if fs.exists(f"/{self.bucket}") else []
+        return sorted(str(p).split(f"/{self.bucket}/", 1)[1] for p in found)
+
+    def get(self, key: str) -> bytes:
+        if self.s3 is not None:
+            return self.s3.get(self.bucket, key)
+        return bytes(fsspec.filesystem("memory").cat_file(f"/{self.bucket}/{key}"))
+
+    def pending(self) -> list[dict[str, Any]]:
+        return self.s3.uploads(self.bucket) if self.s3 is not None else []
+
+    def cleanup(self) -> None:
+        if self.kind == "memory":
+            fs = fsspec.filesystem("memory")
+            if fs.exists(f"/{self.bucket}"):
+                fs.rm(f"/{self.bucket}", recursive=True)

@@ -81,6 +81,26 @@ def replace_entry(src: str, dst: str, entry_suffix: str, data: bytes | None) -> 
                 zout.writestr(info.filename, zin.read(info))
 
 
+def rezip(src: Any, dst: Any) -> Any:
+    """``src`` (a torch zip checkpoint) copied to ``dst`` with every member deflated; returns ``dst``."""
+    with zipfile.ZipFile(src) as zin, zipfile.ZipFile(dst, "w", zipfile.ZIP_DEFLATED) as zout:
+        for info in zin.infolist():
+            zout.writestr(info.filename, zin.read(info))
+    return dst
+
+
+def outcome(src: Any, dst: Any) -> str:
+    """Convert ``src``: "ok", or the name of the SafetensorError it was refused with (anything else raises)."""
+    from pysafetensors.convert import convert_file
+    from pysafetensors.errors import SafetensorError
+
+    try:
+        convert_file(src, dst)
+    except SafetensorError as e:
+        return type(e).__name__
+    return "ok"
+
+
 def entry(path: str, suffix: str) -> bytes:
     with zipfile.ZipFile(path) as z:
         (name,) = [n for n in z.namelist() if n.endswith(suffix)]

@@ -32,6 +32,7 @@ from .convert_helpers import (
     flatten_torch,
     read_safetensors,
     replace_entry,
+    rezip,
     stored,
     torch_pickle,
     write_zip,
@@ -267,14 +268,9 @@ def test_deflated_npz_member_is_not_inflated(tmp_path):
 
 def test_compressed_checkpoints_within_the_budget_still_convert(tmp_path):
     """A re-zipped checkpoint of ordinary tensors inflates far less than the factor allows."""
-    import zipfile
-
     sd = {"w": torch.randn(256, 256), "z": torch.zeros(1000)}
     src = save(sd, tmp_path / "w.pt", False)
-    rezipped = tmp_path / "deflated.pt"
-    with zipfile.ZipFile(src) as zin, zipfile.ZipFile(rezipped, "w", zipfile.ZIP_DEFLATED) as zout:
-        for info in zin.infolist():
-            zout.writestr(info.filename, zin.read(info))
+    rezipped = rezip(src, tmp_path / "deflated.pt")
     convert_file(str(rezipped), tmp_path / "w.safetensors")
     assert_same_tensors(str(tmp_path / "w.safetensors"), sd)
 

@@ -13,7 +13,7 @@ import pytest
 from pysafetensors.convert import convert_file
 from pysafetensors.errors import ConversionError, UnsupportedDtype, VerificationFailed
 
-from .convert_helpers import assert_same_tensors, flatten_torch, read_safetensors, torch_facts
+from .convert_helpers import assert_same_tensors, flatten_torch, read_safetensors, rezip, torch_facts
 
 torch = pytest.importorskip("torch")
 
@@ -211,10 +211,7 @@ def test_big_endian_archive(tmp_path):
 def test_compressed_storage_entries(tmp_path):
     sd = {"w": torch.randn(4, 4), "v": torch.arange(5)}
     src = save(sd, tmp_path / "w.pt")
-    rezipped = tmp_path / "deflated.pt"
-    with zipfile.ZipFile(src) as zin, zipfile.ZipFile(rezipped, "w", zipfile.ZIP_DEFLATED) as zout:
-        for info in zin.infolist():
-            zout.writestr(info.filename, zin.read(info))
+    rezipped = rezip(src, tmp_path / "deflated.pt")
     convert_file(str(rezipped), tmp_path / "w.safetensors")
     assert_same_tensors(str(tmp_path / "w.safetensors"), sd)
 

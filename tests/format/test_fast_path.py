@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from _helpers import sample_arrays
 
 import pysafetensors
 import pysafetensors.numpy as pnp
@@ -42,19 +43,7 @@ def _parse_both(text: bytes, size: int) -> tuple[Any, Any]:
 
 
 def _files() -> dict[str, dict[str, np.ndarray]]:
-    rng = np.random.default_rng(1)
-    return {
-        "mixed": {
-            "a": rng.standard_normal((64, 33)).astype(np.float32),
-            "b": rng.integers(-9, 9, (17,), dtype=np.int64),
-            "c": np.zeros((0, 4), np.float16),
-            "d": rng.integers(0, 2, (5, 5)).astype(bool),
-            "e": rng.standard_normal(()).astype(np.float64),
-        },
-        "one_big": {"w": rng.standard_normal((300, 257)).astype(np.float32)},
-        "many_small": {f"t{i:03d}": np.full((i % 7 + 1,), i, np.int32) for i in range(150)},
-        "empty": {},
-    }
+    return {**sample_arrays(), "empty": {}}
 
 
 def test_fast_header_agrees_with_careful_path() -> None:

@@ -25,17 +25,6 @@ from pysafetensors.io.remote import PREFETCH, HTTPSource
 from pysafetensors.numpy import save
 
 
-@pytest.fixture(scope="module")
-def tensors() -> dict[str, np.ndarray]:
-    rng = np.random.default_rng(1)
-    return {"big": rng.standard_normal((512, 256)).astype(np.float32), "small": np.arange(6, dtype=np.int16)}
-
-
-@pytest.fixture(scope="module")
-def blob(tensors: dict[str, np.ndarray]) -> bytes:
-    return save(tensors)
-
-
 def _fds() -> int:
     return len(os.listdir("/proc/self/fd"))
 

@@ -27,17 +27,6 @@ SECRET_HEADER = {"X-Api-Key": "k-123"}
 
 
 @pytest.fixture(scope="module")
-def tensors() -> dict[str, np.ndarray]:
-    rng = np.random.default_rng(0)
-    return {"big": rng.standard_normal((256, 256)).astype(np.float32), "small": np.arange(10, dtype=np.int64)}
-
-
-@pytest.fixture(scope="module")
-def blob(tensors: dict[str, np.ndarray]) -> bytes:
-    return save(tensors)
-
-
-@pytest.fixture(scope="module")
 def cert(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str]:
     return self_signed_cert(tmp_path_factory.mktemp("tls"))
 

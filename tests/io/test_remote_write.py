@@ -1,5 +1,6 @@
 """Saving to URLs: every writer to moto's S3 (on loopback) and to memory://, byte-identical to
-a local save, streamed, all or nothing; sharded saves to a URL prefix read back as one checkpoint.
+a local save, streamed, all or nothing; targets that are not writable.  (Sharded saves to a URL
+prefix: test_remote_write_sharded.py.)
 
 Parts are 5 MiB here (S3's smallest) so that a few MiB of tensors make a multipart upload.
 """
@@ -7,101 +8,26 @@ Parts are 5 MiB here (S3's smallest) so that a few MiB of tensors make a multipa
 from __future__ import annotations
 
 import os
-import secrets
 import time
-import uuid
 import weakref
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
-import fsspec
 import numpy as np
 import pytest
 import torch
-from s3_servers import MotoS3
+from s3_servers import MIN_PART as PART
+from s3_servers import MotoS3, Store
 
 from pysafetensors import open_writer, safe_open, serialize_file
 from pysafetensors.errors import IncompleteWrite, UnwritableTarget, WriteError
 from pysafetensors.format.dtypes import by_code
 from pysafetensors.io import remote_sinks
-from pysafetensors.io.remote_prefix import pending_uploads, remove_stale_uploads
 from pysafetensors.numpy import load_file
 from pysafetensors.numpy import save_file as np_save_file
-from pysafetensors.numpy import save_sharded as np_save_sharded
 from pysafetensors.writer import WriteItem, write_file
 
-PART = 5 << 20
-
-
-@pytest.fixture(autouse=True)
-def small_parts(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(remote_sinks, "PART_SIZE", PART)
-
-
-@pytest.fixture(scope="module")
-def s3() -> Iterator[MotoS3]:
-    with MotoS3() as server:
-        yield server
-
-
-class Store:
-    """One place to write to (a fresh S3 bucket or memory:// directory) and to look into."""
-
-    def __init__(self, kind: str, s3: MotoS3 | None) -> None:
-        self.kind = kind
-        self.s3 = s3
-        if kind == "s3":
-            assert s3 is not None
-            self.bucket = s3.new_bucket()
-            self.root = f"s3://{self.bucket}"
-            self.options: dict[str, Any] | None = s3.options()
-        else:
-            self.bucket = f"pst-{uuid.uuid4().hex[:12]}"
-            self.root = f"memory://{self.bucket}"
-            self.options = None
-
-    def url(self, key: str) -> str:
-        return f"{self.root}/{key}"
-
-    def listing(self, prefix: str = "") -> list[str]:
-        """Every file under the store's root (recursively), as keys relative to it."""
-        if self.s3 is not None:
-            return self.s3.keys(self.bucket, prefix)
-        fs = fsspec.filesystem("memory")
-        found = fs.find(f"/{self.bucket}/{prefix}") if fs.exists(f"/{self.bucket}") else []
-        return sorted(str(p).split(f"/{self.bucket}/", 1)[1] for p in found)
-
-    def get(self, key: str) -> bytes:
-        if self.s3 is not None:
-            return self.s3.get(self.bucket, key)
-        return bytes(fsspec.filesystem("memory").cat_file(f"/{self.bucket}/{key}"))
-
-    def pending(self) -> list[dict[str, Any]]:
-        return self.s3.uploads(self.bucket) if self.s3 is not None else []
-
-    def cleanup(self) -> None:
-        if self.kind == "memory":
-            fs = fsspec.filesystem("memory")
-            if fs.exists(f"/{self.bucket}"):
-                fs.rm(f"/{self.bucket}", recursive=True)
-
-
-@pytest.fixture(params=["s3", "memory"])
-def store(request: pytest.FixtureRequest) -> Iterator[Store]:
-    s3 = request.getfixturevalue("s3") if request.param == "s3" else None
-    st = Store(request.param, s3)
-    yield st
-    st.cleanup()
-
-
-@pytest.fixture(scope="module")
-def arrays() -> dict[str, np.ndarray]:
-    rng = np.random.default_rng(7)
-    return {
-        "big": rng.standard_normal((1536, 1024)).astype(np.float32),  # 6 MiB: more than one part
-        "ids": np.arange(1000, dtype=np.int64),
-        "h16": rng.standard_normal((7, 9)).astype(np.float16),
-    }
+pytestmark = pytest.mark.usefixtures("small_parts")
 
 
 def _local(tmp_path: Any, name: str) -> str:
@@ -300,94 +226,6 @@ def test_incremental_writer_to_a_url_is_all_or_nothing(store: Store) -> None:
     assert store.listing() == [] and store.pending() == []
 
 
-# --- sharded ---------------------------------------------------------------------------------
-
-
-@pytest.fixture
-def fixed_checkpoint_id(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The random checkpoint id made the same, so two sharded saves can be compared byte for byte."""
-    real = secrets.token_hex
-    monkeypatch.setattr(secrets, "token_hex", lambda n=None: "c0ffee" * 5 + "00" if n == 16 else real(n))
-
-
-def _listing(directory: str) -> list[str]:
-    return sorted(os.listdir(directory))
-
-
-@pytest.mark.usefixtures("fixed_checkpoint_id")
-def test_save_sharded_to_a_url_prefix_reads_as_one_checkpoint(
-    store: Store, arrays: dict[str, np.ndarray], tmp_path: Any
-) -> None:
-    local = _local(tmp_path, "sharded")
-    np_save_sharded(arrays, local, max_shard_size=4 << 20, metadata={"run": "7"})
-    returned = np_save_sharded(arrays, store.url("ck/"), max_shard_size=4 << 20, metadata={"run": "7"},
-                               storage_options=store.options)
-    assert returned == store.url("ck/model.safetensors.index.json")
-    assert store.listing() == [f"ck/{n}" for n in _listing(local)]
-    for name in _listing(local):
-        assert store.get(f"ck/{name}") == _read(os.path.join(local, name)), name
-    for url in (store.url("ck/"), store.url("ck"), store.url("ck/model.safetensors.index.json")):
-        with safe_open(url, "np", storage_options=store.options) as f:
-            assert f.keys() == sorted(arrays) and f.metadata()["run"] == "7"
-            for name, value in arrays.items():
-                np.testing.assert_array_equal(f.get_tensor(name), value)
-    assert store.pending() == []
-
-
-def test_torch_save_sharded_to_a_url(store: Store, arrays: dict[str, np.ndarray]) -> None:
-    from pysafetensors.torch import load_file as pt_load_file
-    from pysafetensors.torch import save_sharded
-
-    tensors = _torch_tensors(arrays)
-    save_sharded(tensors, store.url("pt"), max_shard_size="3MB", storage_options=store.options)
-    with safe_open(store.url("pt/"), "pt", storage_options=store.options) as f:
-        assert all(torch.equal(f.get_tensor(k), v) for k, v in tensors.items())
-    if store.kind == "memory":
-        assert torch.equal(pt_load_file(store.url("pt/"))["ids"], tensors["ids"])
-
-
-def test_overwriting_a_sharded_checkpoint_on_a_store(store: Store, arrays: dict[str, np.ndarray]) -> None:
-    """Same shard names (staged, then copied in), another count (stale shards removed), one file."""
-    def saved(limit: int | str) -> list[str]:
-        np_save_sharded(arrays, store.url("ck"), max_shard_size=limit, storage_options=store.options)
-        with safe_open(store.url("ck/"), "np", storage_options=store.options) as f:
-            assert all(np.array_equal(f.get_tensor(k), v) for k, v in arrays.items())
-        assert store.pending() == []
-        return [k.split("/", 1)[1] for k in store.listing("ck/")]
-
-    two = ["model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors", "model.safetensors.index.json"]
-    assert saved(4 << 20) == two
-    first = store.get("ck/model.safetensors.index.json")
-    assert saved(4 << 20) == two  # every name taken: staged under a hidden prefix, then moved in
-    assert store.get("ck/model.safetensors.index.json") != first  # a new checkpoint id
-    assert saved(1000) == [f"model-0000{i}-of-00003.safetensors" for i in (1, 2, 3)] + ["model.safetensors.index.json"]
-    assert saved("1GB") == ["model.safetensors"]
-
-
-def test_a_failing_sharded_save_leaves_the_prefix_as_it_was(store: Store, arrays: dict[str, np.ndarray]) -> None:
-    from pysafetensors.sharded import write_sharded
-
-    def items(fail: bool) -> list[WriteItem]:
-        def late() -> Any:
-            if fail:
-                raise RuntimeError("second shard broke")
-            return memoryview(arrays["ids"])
-
-        return [WriteItem("a", by_code("F32"), (1536, 1024), lambda: memoryview(arrays["big"])),
-                WriteItem("b", by_code("I64"), (1000,), late)]
-
-    with pytest.raises(RuntimeError):  # fresh prefix: the first shard written is removed again
-        write_sharded(items(True), store.url("ck"), max_shard_size=4 << 20, storage_options=store.options)
-    assert store.listing() == [] and store.pending() == []
-    write_sharded(items(False), store.url("ck"), max_shard_size=4 << 20, storage_options=store.options)
-    before = {k: store.get(k) for k in store.listing()}
-    with pytest.raises(RuntimeError):  # over an existing checkpoint: staged files dropped, old one intact
-        write_sharded(items(True), store.url("ck"), max_shard_size=4 << 20, storage_options=store.options)
-    assert {k: store.get(k) for k in store.listing()} == before and store.pending() == []
-    with safe_open(store.url("ck/"), "np", storage_options=store.options) as f:
-        assert f.get_tensor("b").tolist() == list(range(1000))
-
-
 # --- targets ---------------------------------------------------------------------------------
 
 
@@ -425,48 +263,3 @@ def test_durable_save_to_a_url_is_confirmed_by_the_store(store: Store, arrays: d
     np_save_file(arrays, store.url("d.safetensors"), durable=True, storage_options=store.options)
     with safe_open(store.url("d.safetensors"), "np", storage_options=store.options) as f:
         np.testing.assert_array_equal(f.get_tensor("big"), arrays["big"])
-
-
-# --- what killed writers leave ----------------------------------------------------------------
-
-
-def test_remove_stale_uploads_clears_orphans_and_keeps_live_saves(store: Store) -> None:
-    from pysafetensors.io.sinks import staging_name, temp_name
-
-    fs = fsspec.filesystem("memory") if store.kind == "memory" else None
-    orphan_tmp, orphan_stage = temp_name("m.safetensors"), staging_name("model")
-    if store.s3 is not None:
-        client = store.s3.client()
-        client.put_object(Bucket=store.bucket, Key=f"ck/{orphan_tmp}", Body=b"x")
-        client.put_object(Bucket=store.bucket, Key=f"ck/{orphan_stage}/model-00001-of-00002.safetensors", Body=b"x")
-        client.create_multipart_upload(Bucket=store.bucket, Key="ck/model-00002-of-00002.safetensors")
-        client.put_object(Bucket=store.bucket, Key="ck/keep.safetensors", Body=b"x")
-    else:
-        assert fs is not None
-        fs.pipe(f"/{store.bucket}/ck/{orphan_tmp}", b"x")
-        fs.pipe(f"/{store.bucket}/ck/{orphan_stage}/model-00001-of-00002.safetensors", b"x")
-        fs.pipe(f"/{store.bucket}/ck/keep.safetensors", b"x")
-    first = remove_stale_uploads(store.url("ck"), storage_options=store.options)
-    # The objects were just made: younger than the default day, so kept.  moto dates every
-    # multipart upload in 2010, so on S3 the pending upload is already old enough to abort.
-    assert len(store.listing("ck/")) == 3
-    if store.kind == "s3":
-        assert len(first) == 1 and first[0].startswith("multipart upload ") and store.pending() == []
-    else:
-        assert first == []
-    removed = remove_stale_uploads(store.url("ck/"), older_than=0, storage_options=store.options)
-    assert sorted(removed) == sorted([store.url(f"ck/{orphan_tmp}"), store.url(f"ck/{orphan_stage}")])
-    assert store.listing("ck/") == ["ck/keep.safetensors"]
-    assert pending_uploads(store.url("ck"), store.options) == [] and store.pending() == []
-
-
-def test_metadata_edit_refuses_a_sharded_url_prefix(store: Store, arrays: dict[str, np.ndarray]) -> None:
-    from pysafetensors.errors import InvalidMetadata
-    from pysafetensors.tools.metadata import edit_metadata
-
-    np_save_sharded(arrays, store.url("ck"), max_shard_size=4 << 20, storage_options=store.options)
-    before = store.listing()
-    with pytest.raises(InvalidMetadata, match="shard by shard"):
-        edit_metadata(store.url("ck/"), "set", {"k": "v"}, output=store.url("out.safetensors"),
-                      storage_options=store.options, output_storage_options=store.options)
-    assert store.listing() == before

@@ -9,7 +9,6 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -21,12 +20,6 @@ from pysafetensors import safe_open
 from pysafetensors.numpy import save_file
 
 SRC = Path(__file__).resolve().parent.parent.parent / "src"
-
-
-@pytest.fixture(scope="module")
-def s3() -> Iterator[MotoS3]:
-    with MotoS3() as server:
-        yield server
 
 
 def cli(s3: MotoS3, *args: object) -> subprocess.CompletedProcess[str]:

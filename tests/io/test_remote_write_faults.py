@@ -15,31 +15,19 @@ import subprocess
 import sys
 import textwrap
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 import pytest
+from s3_servers import MIN_PART as PART
 from s3_servers import MotoS3, RefusingProxy, query
 
 from pysafetensors.errors import WriteError
-from pysafetensors.io import remote_sinks
 from pysafetensors.io.remote_prefix import pending_uploads, remove_stale_uploads
 from pysafetensors.numpy import save, save_file, save_sharded
 
-PART = 5 << 20
+pytestmark = pytest.mark.usefixtures("small_parts")
 SRC = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "src")
-
-
-@pytest.fixture(scope="module")
-def s3() -> Iterator[MotoS3]:
-    with MotoS3() as server:
-        yield server
-
-
-@pytest.fixture(autouse=True)
-def small_parts(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(remote_sinks, "PART_SIZE", PART)
 
 
 @pytest.fixture(scope="module")

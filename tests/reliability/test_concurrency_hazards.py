@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import os
 import signal
-import threading
 from typing import Any
 
 import numpy as np
 import pytest
-from _reliability_helpers import run_python
+from _reliability_helpers import in_threads, run_python
 
 from pysafetensors import safe_open
 from pysafetensors.numpy import load_file, save_file
@@ -26,27 +25,18 @@ def model(tmp_path: Any) -> str:
 
 @pytest.mark.parametrize("backend", ["mmap", "pread"])
 def test_many_threads_read_one_handle(model: str, backend: str) -> None:
-    errors: list[BaseException] = []
     with safe_open(model, framework="np", backend=backend) as f:
         def reader(seed: int) -> None:
             rng = np.random.default_rng(seed)
-            try:
-                for _ in range(60):
-                    name = f"t{rng.integers(16)}"
-                    if rng.random() < 0.5:
-                        assert np.array_equal(f.get_tensor(name), TENSORS[name])
-                    else:
-                        r = int(rng.integers(10))
-                        assert np.array_equal(f.get_slice(name)[r, ::3], TENSORS[name][r, ::3])
-            except BaseException as e:  # noqa: BLE001 - collected and re-raised below
-                errors.append(e)
+            for _ in range(60):
+                name = f"t{rng.integers(16)}"
+                if rng.random() < 0.5:
+                    assert np.array_equal(f.get_tensor(name), TENSORS[name])
+                else:
+                    r = int(rng.integers(10))
+                    assert np.array_equal(f.get_slice(name)[r, ::3], TENSORS[name][r, ::3])
 
-        threads = [threading.Thread(target=reader, args=(i,)) for i in range(8)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-    assert not errors, errors[0]
+        in_threads(reader, 8)
 
 
 def test_saving_over_a_path_another_process_has_mapped(model: str) -> None:

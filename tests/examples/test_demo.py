@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 DEMO = REPO / "examples" / "demo.py"
 EDITED = "encoder.layer.3.attention.self.query.weight"  # the tensor the demo nudges
 REMOTE = "encoder.layer.0.attention.self.query.weight"  # the tensor it reads over HTTP

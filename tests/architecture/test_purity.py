@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 FRAMEWORKS = ["numpy", "torch", "jax", "tensorflow", "paddle", "mlx", "ml_dtypes", "flax"]
-SRC = str(Path(__file__).resolve().parents[1] / "src")
+SRC = str(Path(__file__).resolve().parents[2] / "src")
 
 
 def _loaded_after(statement: str) -> list[str]:

@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from _reliability_helpers import in_threads
 
 import pysafetensors
 import pysafetensors.numpy as pnp
@@ -32,27 +33,18 @@ def test_threads_share_one_handle(tmp_path: Path, backend: str, framework: str) 
     tensors = _tensors(0)
     path = tmp_path / "r.safetensors"
     pnp.save_file(tensors, path)
-    errors: list[BaseException] = []
     with safe_open(path, framework, backend=backend) as f:
 
         def work(worker: int) -> None:
-            try:
-                for rep in range(20):
-                    name = f"t{(worker + rep) % 12}"
-                    full = np.asarray(f.get_tensor(name))
-                    assert np.array_equal(full, tensors[name])
-                    part = np.asarray(f.get_slice(name)[rep % 16, ::3])
-                    assert np.array_equal(part, tensors[name][rep % 16, ::3])
-                    assert list(f.get_tensors()) == f.offset_keys()
-            except BaseException as e:  # noqa: BLE001 - reported below
-                errors.append(e)
+            for rep in range(20):
+                name = f"t{(worker + rep) % 12}"
+                full = np.asarray(f.get_tensor(name))
+                assert np.array_equal(full, tensors[name])
+                part = np.asarray(f.get_slice(name)[rep % 16, ::3])
+                assert np.array_equal(part, tensors[name][rep % 16, ::3])
+                assert list(f.get_tensors()) == f.offset_keys()
 
-        threads = [threading.Thread(target=work, args=(w,)) for w in range(THREADS)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-    assert not errors, errors[0]
+        in_threads(work, THREADS)
 
 
 def test_concurrent_savers_leave_one_complete_file(tmp_path: Path) -> None:

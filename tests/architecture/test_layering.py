@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-PKG = Path(__file__).resolve().parents[1] / "src" / "pysafetensors"
+PKG = Path(__file__).resolve().parents[2] / "src" / "pysafetensors"
 
 #: top-level module or package -> layer (lower numbers are further down)
 LAYERS: dict[str, int] = {

@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-BENCH = Path(__file__).resolve().parent.parent / "benchmarks"
+BENCH = Path(__file__).resolve().parents[2] / "benchmarks"
 SCALE = BENCH / "scale.py"
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 

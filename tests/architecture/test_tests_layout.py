@@ -1,0 +1,55 @@
+"""The tests mirror ``src/``: every test lives in a folder named after the module or package it covers
+(or one of a few cross-cutting subjects named below), the root of ``tests/`` holds only the shared
+fixtures and helpers, and no test file grows past ~400 lines (split it by subject instead)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+TESTS = Path(__file__).resolve().parents[1]
+PKG = TESTS.parent / "src" / "pysafetensors"
+
+#: What may stand at the root of tests/: the shared fixtures and helpers every folder imports.
+ROOT_FILES = {"conftest.py", "_helpers.py", "servers.py", "s3_servers.py"}
+
+#: Folders whose name is not a module of src/pysafetensors, and what they cover.
+SUBJECTS = {
+    "api": "the top-level API (_api.py, handle.py's safe_open)",
+    "read": "reader.py",
+    "write": "writer.py",
+    "frameworks": "the faces (numpy.py, torch.py, ...) and _adapters/",
+    "architecture": "the layering and purity of src/ and this layout",
+    "reliability": "faults, crashes and differential verdicts across the layers",
+    "integration": "the package installed under real clients, and the wheel",
+    "corpus": "the valid/broken file corpus (data, no tests)",
+    "benchmarks": "benchmarks/",
+    "docs": "docs/ and README.md",
+    "examples": "examples/",
+}
+
+MAX_LINES = 400
+
+
+def _src_names() -> set[str]:
+    return {p.stem.lstrip("_") for p in PKG.iterdir() if p.suffix == ".py" or (p / "__init__.py").is_file()}
+
+
+def test_the_root_holds_only_shared_fixtures_and_helpers() -> None:
+    loose = sorted(p.name for p in TESTS.glob("*.py") if p.name not in ROOT_FILES)
+    assert loose == [], f"move these into the folder of the code they cover: {loose}"
+
+
+def test_every_folder_is_a_module_of_src_or_a_named_subject() -> None:
+    names = _src_names()
+    assert {"format", "io", "sharded", "staging", "gguf"} <= names  # the check itself sees src/
+    folders = sorted(p.name for p in TESTS.iterdir() if p.is_dir() and not p.name.startswith((".", "__")))
+    unknown = [f for f in folders if f not in names and f not in SUBJECTS]
+    assert unknown == [], f"name a tests/ folder after the src/pysafetensors module it covers: {unknown}"
+
+
+@pytest.mark.parametrize("path", sorted(TESTS.rglob("*.py")), ids=lambda p: p.relative_to(TESTS).as_posix())
+def test_no_file_is_longer_than_the_limit(path: Path) -> None:
+    lines = len(path.read_text(encoding="utf-8").splitlines())
+    assert lines <= MAX_LINES, f"{path.relative_to(TESTS)} has {lines} lines: split it by subject"
