@@ -39,8 +39,6 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from _common import evict
-
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))  # the loopback Range server the tests use
 sys.path.insert(0, str(ROOT / "src"))
