@@ -135,6 +135,26 @@ def test_serves_until_ctrl_c(minilm: Path) -> None:
         assert "Traceback" not in err and "stopped" in err, err
 
 
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_stops_cleanly_on_a_signal_even_when_started_with_sigint_ignored(minilm: Path, signum: int) -> None:
+    # What a script's `pysafetensors view ... &` inherits: SIGINT ignored.
+    argv = ["/bin/sh", "-c", 'trap "" INT; exec "$0" -m pysafetensors view "$1" --no-browser', sys.executable, str(minilm)]
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env(),
+                            stdin=subprocess.DEVNULL)
+    try:
+        v = Viewer(proc)
+        assert visit(v.url())["inputs"][0]["summary"]["tensor_count"] == 104
+        proc.send_signal(signum)
+        assert proc.wait(timeout=60) == 0
+        assert proc.stderr is not None
+        err = proc.stderr.read()
+        assert "Traceback" not in err and "stopped" in err, err
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
 def test_json_prints_the_url_as_json(minilm: Path) -> None:
     with viewer(minilm, "--json") as v:
         url = v.url()

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import ipaddress
+import signal
 import sys
 import threading
 from typing import TYPE_CHECKING, Any
@@ -101,6 +102,23 @@ def run(args: argparse.Namespace) -> int:
         return _serve(session, args)
 
 
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
+def _stop_on_signals() -> dict[int, Any]:
+    """Make SIGINT (Ctrl-C) and SIGTERM stop the server cleanly, whatever this process inherited.
+
+    A process started in the background by a non-interactive shell (a script's ``cmd &``, a
+    service manager) inherits SIGINT as *ignored*, and Python then installs no Ctrl-C handler;
+    SIGTERM's default kills without the "stopped" line.  Returns the handlers replaced, for the
+    caller to restore.  Signals can only be set from the main thread; elsewhere nothing changes.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        return {}
+    return {signum: signal.signal(signum, _interrupt) for signum in (signal.SIGINT, signal.SIGTERM)}
+
+
 def _serve(session: ViewSession, args: argparse.Namespace) -> int:
     from ..view import ViewServer
 
@@ -124,10 +142,14 @@ def _serve(session: ViewSession, args: argparse.Namespace) -> int:
         sys.stdout.flush()
         if not args.no_browser:
             threading.Thread(target=_open_browser, args=(server.url,), daemon=True).start()
+        previous = _stop_on_signals()
         try:
             server.serve_forever(poll_interval=0.25)
         except KeyboardInterrupt:
             pass
+        finally:
+            for signum, handler in previous.items():
+                signal.signal(signum, handler)
     finally:
         server.server_close()
     if sys.stderr is not None:
