@@ -5,7 +5,11 @@ whole corpus and the fuzzers' inputs.)"""
 from __future__ import annotations
 
 import json
+import os
 import re
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -199,3 +203,20 @@ def test_msgspec_path_takes_what_writers_write_and_defers_the_rest() -> None:
         size = 8 + len(odd) + 8
         assert header_mod._typed_header.fast_header(odd, len(odd), size, typed, header_mod.Header,
                                                     header_mod.TensorInfo) in (None, header_mod._typed_header.NOT_CANONICAL), odd
+
+
+def test_only_large_headers_import_msgspec(tmp_path: Path) -> None:
+    """An ordinary file never pays for importing msgspec; a header from TYPED_FROM on takes its path."""
+    small = tmp_path / "small.safetensors"
+    upstream_np.save_file({f"t{i}": np.zeros(4, np.float32) for i in range(300)}, str(small))
+    big = tmp_path / "big.safetensors"
+    count = header_mod.TYPED_FROM // 60  # every entry below is over 60 bytes of JSON
+    upstream_np.save_file({f"layer.{i:07d}.weight": np.zeros(1, np.float32) for i in range(count)}, str(big))
+    assert int.from_bytes(big.read_bytes()[:8], "little") >= header_mod.TYPED_FROM
+    probe = ("import sys, pysafetensors; from pysafetensors import safe_open\n"
+             "with safe_open(sys.argv[1], framework='np') as f: n = len(f.keys())\n"
+             "print(n, 'msgspec' in sys.modules)")
+    for path, count_, imported in ((small, 300, False), (big, count, True)):
+        out = subprocess.run([sys.executable, "-c", probe, str(path)], capture_output=True, text=True, check=True,
+                             env={**os.environ, "PYTHONPATH": str(Path(pysafetensors.__file__).parents[1])})
+        assert out.stdout.split() == [str(count_), str(imported)], (path.name, out.stdout, out.stderr)

@@ -99,7 +99,8 @@ def parse_header(header: bytes | bytearray | memoryview, file_size: int) -> Head
 
     Raises the first problem ``check_header`` finds (upstream's error, with context).  A
     well-formed header takes a fast path first: msgspec's typed decoding when the ``fast``
-    extra is installed, else json's; either accepts only what the rules accept.
+    extra is installed and the header is large (``TYPED_FROM``), else json's; either accepts
+    only what the rules accept.
     """
     n = len(header)
     # A big header allocates ~3 containers per tensor: generational GC passes over the
@@ -112,7 +113,7 @@ def parse_header(header: bytes | bytearray | memoryview, file_size: int) -> Head
             text = str(header, "utf-8")  # no copy of a bytearray/memoryview first
         except UnicodeDecodeError:
             return _careful_header(header, file_size)  # the rules report it
-        typed = _typed_entries()
+        typed = _typed_entries() if n >= TYPED_FROM else None
         fast: Any = _typed_header.NOT_CANONICAL
         if typed is not None:
             fast = _typed_header.fast_header(text, n, file_size, typed, Header, TensorInfo)
@@ -124,6 +125,10 @@ def parse_header(header: bytes | bytearray | memoryview, file_size: int) -> Head
 
 
 _TYPED: list[Callable[[str], Any] | None] = []  # msgspec's decoder, once looked for
+# Headers from this size on take msgspec's path.  Below it json's path is about as fast, and
+# never paying for importing msgspec matters more: a process that opens one ordinary file (a
+# few hundred tensors, tens of KB of header) would spend longer importing it than parsing.
+TYPED_FROM = 512 << 10
 
 
 def _typed_entries() -> Callable[[str], Any] | None:
