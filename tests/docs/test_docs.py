@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from docs_helpers import DOCS, README, ROOT, SRC
+from docs_helpers import DOCS, README, ROOT, SRC, doc_pages
 from docs_helpers import html_text as _text
 
 # --- the site builds -------------------------------------------------------------------------
@@ -103,6 +103,23 @@ def test_included_files_are_the_repository_files(site: Path) -> None:
             assert plain in text or re.sub(r"[\[\]]", "", plain) in text, heading
     else:
         assert "no CHANGELOG.md" in text
+
+
+def test_the_differences_from_upstream_are_listed_in_one_place() -> None:
+    """docs/upstream-differences.md is the one list: the upstream names the alias cannot stand in for
+    (kept equal to ``_alias.NOT_PROVIDED`` by tests/integration/test_alias.py) are named there, and on no
+    other page, so no second copy of the list can go stale."""
+    sys.path.insert(0, str(SRC))
+    from pysafetensors._alias import NOT_PROVIDED
+
+    # _getdtype: only paddle's is missing; numpy's and torch's exist, and pages may name them.
+    names = {f"`{n}`" for names in NOT_PROVIDED.values() for n in names} - {"`_getdtype`"}
+    home = DOCS / "upstream-differences.md"
+    assert names <= set(re.findall(r"`[^`\n]+`", home.read_text(encoding="utf-8")))
+    for page in doc_pages():
+        if page != home:
+            text = page.read_text(encoding="utf-8")
+            assert not [n for n in names if n in text], f"{page.relative_to(ROOT)} repeats the list of differences"
 
 
 # --- README: a short front page ---------------------------------------------------------------
