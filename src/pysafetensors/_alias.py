@@ -8,10 +8,11 @@ peft, accelerate, sentence-transformers, huggingface_hub...) run on pysafetensor
   ``SafetensorError``, ``serialize``...) bound to pysafetensors' objects, and
   ``__version__`` the upstream release whose API is implemented (version checks in client
   libraries compare against upstream's numbers, not ours).
-- ``safetensors.numpy``, ``.torch``, ``.flax``, ``.tensorflow``, ``.paddle``, ``.mlx`` (and
-  ``._safetensors_rust``) are the pysafetensors modules themselves, imported when first
-  imported under either name, so installing imports no framework and patching
-  ``safetensors.torch.save_file`` patches the function the face's own code calls.
+- ``safetensors.numpy``, ``.torch``, ``.flax``, ``.tensorflow``, ``.paddle``, ``.mlx`` are the
+  pysafetensors modules themselves, imported when first imported under either name, so
+  installing imports no framework and patching ``safetensors.torch.save_file`` patches the
+  function the face's own code calls.  ``safetensors._safetensors_rust`` (upstream's compiled
+  module) is made like ``safetensors``, with the compiled module's ``__all__`` too.
 - While installed, ``importlib.metadata`` finds a ``safetensors`` distribution (version
   ``__version__``) when no real one is installed, so dependency checks such as
   transformers' ``safetensors>=0.4.3`` pass where upstream cannot be installed.
@@ -55,7 +56,7 @@ TOP_LEVEL = (
 # Names upstream's face modules define that ours do not: private conversion helpers and
 # tables built on its TensorSpec/numpy round trips (no client library we checked uses them;
 # torch.distributed.checkpoint's ``_getdtype`` and transformers' ``_remove_duplicate_names``,
-# ``_find_shared_tensors`` and ``storage_ptr`` do exist).  The README lists them; a test
+# ``_find_shared_tensors`` and ``storage_ptr`` do exist).  docs/upstream-differences.md lists them; a test
 # checks this against upstream's source.
 NOT_PROVIDED = {
     "numpy": ("_TYPES", "_flatten", "_is_little_endian", "_view2np"),
@@ -72,6 +73,12 @@ NOT_PROVIDED = {
     "mlx": ("_mx2np", "_np2mx"),
 }
 _RUST = f"{NAME}._safetensors_rust"
+# The compiled module's __all__, in upstream's order, so ``from safetensors._safetensors_rust import *``
+# binds the same names (upstream's package itself declares no __all__, and neither does ours).
+RUST_ALL = (
+    "serialize", "serialize_file", "deserialize", "TensorSpec", "safe_open", "_safe_open_handle", "SafetensorError",
+    "__version__",
+)
 _ORIGIN = "pysafetensors.install_as_safetensors"  # shown by repr(safetensors)
 _lock = threading.Lock()
 
@@ -92,6 +99,8 @@ def _top_level(name: str) -> ModuleType:
     module.__version__ = UPSTREAM_VERSION  # type: ignore[attr-defined]
     module.__alias_of__ = "pysafetensors"  # type: ignore[attr-defined]
     module.__pysafetensors_version__ = pysafetensors.__version__  # type: ignore[attr-defined]
+    if name == _RUST:
+        module.__all__ = list(RUST_ALL)  # type: ignore[attr-defined]
     return module
 
 

