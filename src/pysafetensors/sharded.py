@@ -11,6 +11,7 @@ checkpoint (see its docstring).
 
 from __future__ import annotations
 
+import errno
 import math
 import os
 import secrets
@@ -21,6 +22,7 @@ from typing import Any
 
 from .errors import (
     CheckpointMismatch,
+    CheckpointNotFound,
     FileClosed,
     InvalidIndex,
     SerializeError,
@@ -408,7 +410,10 @@ def pick_checkpoint_file(names: Sequence[str], directory: str) -> str:
             )
         return files[0]
     if not files:
-        raise FileNotFoundError(f"No such file or directory: {directory}: no *.safetensors.index.json or .safetensors file")
+        raise CheckpointNotFound(
+            f"No such file or directory: {directory}: no *.safetensors.index.json or .safetensors file in it",
+            errno=errno.ENOENT, strerror="No such file or directory", filename=directory,
+        )
     raise InvalidIndex(f"{directory}: several .safetensors files and no index ({', '.join(files)}); open one of them")
 
 
