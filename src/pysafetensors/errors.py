@@ -221,6 +221,12 @@ class DirectoryNotFile(NotARegularFile, IsADirectoryError):
     """A path to read (a file, or a shard an index names) is a directory."""
 
 
+class CheckpointNotFound(SourceError, FileNotFoundError):
+    """A directory (or URL prefix) opened as a checkpoint holds neither an index nor a
+    ``.safetensors`` file.  ``filename`` is the directory; the message keeps the "No such file
+    or directory" wording of a missing path."""
+
+
 class MissingDependency(ImportError):
     """An optional dependency is not installed; the message names the extra to install."""
 

@@ -36,6 +36,11 @@ _BIG_BUFFER = 1 << 20
 # Parallel reads split into chunks this size: big enough that per-call overhead vanishes,
 # small enough that 2-16 threads stay balanced on a few hundred MiB.
 _READ_CHUNK = 16 << 20
+# Headers of _RELEASE_FROM bytes or more are copied out of a map in steps of _HEADER_STEP
+# (``_copy_out_of_map``); smaller ones in one go, where the few mapped pages left resident
+# beside the copy cost less than the extra calls would.
+_HEADER_STEP = 1 << 20
+_RELEASE_FROM = 16 << 20
 # A slice with more ranges than this reads its bounding block in one call when that block
 # is at most _BLOCK_SLACK times the bytes needed (fewer syscalls beat a few extra bytes).
 _MANY_RANGES = 64
@@ -166,9 +171,31 @@ def read_header_bytes(source: ByteSource) -> bytearray:
         source.read_into(0, memoryview(prefix))
     n = parse_header_length(prefix, size)
     buf = bytearray(n)
-    if n:
+    if n >= _RELEASE_FROM and capabilities(source).advice:
+        _copy_out_of_map(cast(Advisable, source), N_LEN, memoryview(buf))
+    elif n:
         source.read_into(N_LEN, memoryview(buf))
     return buf
+
+
+def _copy_out_of_map(source: Advisable, offset: int, buf: memoryview) -> None:
+    """Copy a large header out of a map in steps, releasing each step's pages once copied.
+
+    The copy is what gets parsed; the mapped pages it came from would otherwise stay in this
+    process's resident memory beside it (a second header's worth for a 100 MB one).  The
+    header range holds no tensor bytes and no view of it has been handed out, so its pages can
+    be released (``MmapSource.release``; the page cache keeps them).  Steps end on multiples of
+    ``_HEADER_STEP`` in the file, so only the pages at the two ends straddle a step.
+    """
+    reader = cast(ByteSource, source)
+    end = offset + len(buf)
+    source.prefetch(offset, len(buf))
+    start = offset
+    while start < end:
+        stop = min(end, (start // _HEADER_STEP + 1) * _HEADER_STEP)
+        reader.read_into(start, buf[start - offset : stop - offset])
+        source.release(start, stop - start)
+        start = stop
 
 
 def read_header(source: ByteSource) -> Header:

@@ -11,6 +11,7 @@ checkpoint (see its docstring).
 
 from __future__ import annotations
 
+import errno
 import math
 import os
 import secrets
@@ -21,6 +22,7 @@ from typing import Any
 
 from .errors import (
     CheckpointMismatch,
+    CheckpointNotFound,
     FileClosed,
     InvalidIndex,
     SerializeError,
@@ -50,7 +52,7 @@ from .format.slicing import SlicePlan
 from .io.memory import mem_available
 from .io.protocols import capabilities
 from .io.registry import open_source, sibling_url, url_scheme
-from .io.sinks import StorageOptions, open_directory, open_sink
+from .io.sinks import StorageOptions, is_url_target, open_directory, open_sink
 from .reader import RawTensor, RegionRead, SafeFile, check_threads, default_threads
 from .writer import WriteItem, write_file
 
@@ -408,7 +410,10 @@ def pick_checkpoint_file(names: Sequence[str], directory: str) -> str:
             )
         return files[0]
     if not files:
-        raise FileNotFoundError(f"No such file or directory: {directory}: no *.safetensors.index.json or .safetensors file")
+        raise CheckpointNotFound(
+            f"No such file or directory: {directory}: no *.safetensors.index.json or .safetensors file in it",
+            errno=errno.ENOENT, strerror="No such file or directory", filename=directory,
+        )
     raise InvalidIndex(f"{directory}: several .safetensors files and no index ({', '.join(files)}); open one of them")
 
 
@@ -550,6 +555,15 @@ def write_sharded(
     base_meta = without_checkpoint_id(metadata if shard_metadata is None else shard_metadata)
     target = open_directory(directory, storage_options)
     target.ensure()
+    if not is_url_target(directory):
+        # Every name this save replaces or removes, checked before anything is written: a FIFO,
+        # device node, socket or directory there is refused (WriteError), never replaced or
+        # deleted.  (A store holds plain objects only: nothing to check, no listing to pay.)
+        stale = _stale_shards(target.names(), files, basename, variant)
+        if len(plan) == 1:
+            target.check_names(files, [index_name, *stale])
+        else:
+            target.check_names([*files, index_name], [*stale, *shard_names(1, basename, variant)])
     if len(plan) == 1:
         # One plain file, replaced atomically; then the old index goes (the switch), then its shards.
         single = target.join(files[0])

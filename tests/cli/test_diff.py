@@ -169,3 +169,17 @@ def test_infinities_of_opposite_sign_are_inf_in_json(tmp_path: Path) -> None:
         values = {v["name"]: v for v in json.loads(run_cli("diff", a, b, "--json", *args).out)["values"]}
         assert values["t"]["max_abs_diff"] == "inf" and values["t"]["differing"] == 1, args
         assert values["u"]["max_abs_diff"] == "inf", args
+
+
+def test_cosine_is_undefined_when_a_non_finite_pair_disagrees(tmp_path: Path) -> None:
+    # Over the finite pairs alone, [inf, 1] and [-inf, 1] would have cosine 1.0: "same direction".
+    a = _save(tmp_path / "a.safetensors", {"opp": np.array([np.inf, 1.0]), "num": np.array([np.nan, 1.0]),
+                                            "same": np.array([np.inf, np.nan, 1.0, 2.0])})
+    b = _save(tmp_path / "b.safetensors", {"opp": np.array([-np.inf, 1.0]), "num": np.array([3.0, 1.0]),
+                                            "same": np.array([np.inf, np.nan, 1.0, 2.0])})
+    r = run_cli("diff", a, b, "--values", "--json")
+    values = {v["name"]: v for v in json.loads(r.out)["values"]}
+    assert values["opp"]["cosine_similarity"] is None and values["num"]["cosine_similarity"] is None
+    assert values["same"]["cosine_similarity"] == pytest.approx(1.0)  # equal non-finite values are left out
+    text = run_cli("diff", a, b, "--values").out
+    assert "~ opp  differing 1/2  max_abs_diff inf  cosine -" in text

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -228,6 +229,23 @@ def test_shard_from_url_merge_from_index_url(local: dict[str, Path], server: Ran
 def test_missing_url_is_one_line_exit_2(server: RangeServer) -> None:
     r = run_cli("inspect", server.url("nope.safetensors"))
     assert r.code == 2 and r.err.count("\n") == 1 and "No such file" in r.err
+
+
+def test_unreachable_ftp_url_is_one_line_naming_the_redacted_url() -> None:
+    # The library's RemoteError carries the URL without its password; the CLI prints that line
+    # alone (no raw errno, no traceback, the password nowhere), exit 2.
+    pytest.importorskip("fsspec")
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]  # closed once the block ends: nothing listens there
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2] / "src")}
+    p = subprocess.run([sys.executable, "-m", "pysafetensors", "inspect",
+                        f"ftp://user:hunter2@127.0.0.1:{port}/x.safetensors"],
+                       capture_output=True, text=True, env=env, timeout=60, check=False)
+    assert p.returncode == 2 and p.stdout == ""
+    assert p.stderr.count("\n") == 1 and "Traceback" not in p.stderr and "hunter2" not in p.stderr
+    assert p.stderr.startswith(f"pysafetensors: error: ftp://127.0.0.1:{port}/x.safetensors: ")
+    assert "Connection refused" in p.stderr
 
 
 def test_subprocess_on_a_url(local: dict[str, Path], server: RangeServer) -> None:

@@ -54,19 +54,27 @@ def _json(*args: object) -> dict:
     return json.loads(r.out)
 
 
-def test_id_content_and_tensors_in_one_pass(files: dict[str, Path], server: RangeServer) -> None:
-    size = files["single"].stat().st_size
+@pytest.mark.parametrize("kind", ["single", "sharded"])
+def test_id_content_and_tensors_in_one_pass(kind: str, files: dict[str, Path], server: RangeServer) -> None:
+    # Every byte of every file once, not once per hash: for a sharded URL, the index and each
+    # shard (the shards' headers are read once, for the tensor list and for the content hash).
+    local_path = files[kind]
+    paths = [local_path] if kind == "single" else sorted(local_path.iterdir())
+    size = sum(p.stat().st_size for p in paths)
+    url = server.url("model.safetensors" if kind == "single" else "sharded/model.safetensors.index.json")
     server.reset_log()
-    remote = _json("id", server.url("model.safetensors"), "--content", "--tensors")
-    assert server.log.bytes_sent <= size * 1.01  # every byte once, not once per hash
-    assert server.log.requests <= 8  # the header, then the data region in 16 MiB requests
-    local = _json("id", files["single"], "--content", "--tensors")
+    remote = _json("id", url, "--content", "--tensors")
+    assert server.log.bytes_sent <= size * 1.01
+    assert server.log.requests <= 8 * len(paths)  # per file: its header, then its data in 16 MiB requests
+    local = _json("id", local_path, "--content", "--tensors")
     assert {**remote, "path": None} == {**local, "path": None}
-    import hashlib
+    assert remote["content_sha256"] and remote["tensors"]
+    if kind == "single":
+        import hashlib
 
-    raw = files["single"].read_bytes()
-    n = int.from_bytes(raw[:8], "little")
-    assert local["content_sha256"] == "0x" + hashlib.sha256(raw[8 + n :]).hexdigest()
+        raw = local_path.read_bytes()
+        n = int.from_bytes(raw[:8], "little")
+        assert local["content_sha256"] == "0x" + hashlib.sha256(raw[8 + n :]).hexdigest()
 
 
 @pytest.mark.parametrize("command", [("stats",), ("diff", "{url}", "--values"), ("id", "--tensors")],

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import stat
 from pathlib import Path
 
 import numpy as np
@@ -85,6 +87,21 @@ def test_existing_output_needs_force(sample: Path, tmp_path: Path) -> None:
     assert r.code == 2 and "--force" in r.err
     assert run_cli("shard", sample, out, "--max-shard-size", "5GB", "--force").code == 0
     assert sorted(p.name for p in out.iterdir()) == ["model.safetensors"]  # stale shards and index removed
+
+
+def test_force_never_replaces_a_fifo(sample: Path, tmp_path: Path) -> None:
+    # --force replaces an earlier save's files, not a FIFO that carries a shard's name.
+    out = tmp_path / "s"
+    assert run_cli("shard", sample, out, "--max-shard-size", "100B").code == 0
+    shard = next(out.glob("model-00001-of-*.safetensors"))
+    shard.unlink()
+    os.mkfifo(shard)
+    before = sorted((p.name, p.stat().st_mode) for p in out.iterdir())
+    r = run_cli("shard", sample, out, "--max-shard-size", "100B", "--force")
+    assert r.code == 2 and r.out == ""
+    assert r.err.count("\n") == 1 and f"{shard}: it is a FIFO, not a regular file" in r.err
+    assert sorted((p.name, p.stat().st_mode) for p in out.iterdir()) == before
+    assert stat.S_ISFIFO(shard.lstat().st_mode)
 
 
 def test_dry_run_and_bad_size(sample: Path, tmp_path: Path) -> None:

@@ -230,3 +230,39 @@ def test_parser_work_does_not_grow_with_the_number_of_values(text: str) -> None:
     finally:
         sys.setprofile(None)
     assert calls < 200, calls
+
+
+def _mapped_rss_kib(path: str) -> int:
+    """Resident KiB of this process's mappings of ``path`` (its /proc/self/smaps entries)."""
+    total, inside = 0, False
+    with open("/proc/self/smaps") as f:
+        for line in f:
+            first = line.split(maxsplit=1)[0]
+            if "-" in first and not first.endswith(":"):  # a mapping's first line: "start-end perms ... path"
+                inside = line.rstrip("\n").endswith(" " + path)
+            elif inside and first == "Rss:":
+                total += int(line.split()[1])
+    return total
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/smaps")
+def test_a_large_header_is_not_resident_twice(tmp_path: Any) -> None:
+    # The header is parsed from a copy; the mapped pages it was copied from are released, so a
+    # crafted 100 MB header costs its copy, not the copy and the map (SECURITY.md's figures).
+    from pysafetensors.io.sources import MmapSource
+    from pysafetensors.reader import read_header_bytes
+
+    header = b'{"__metadata__":{"k":"' + b"x" * (20 << 20) + b'"}}'
+    header += b" " * (-len(header) % 8)
+    path = str(tmp_path / "big-header.safetensors")
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(header)) + header)
+    source = MmapSource(path)
+    try:
+        assert bytes(read_header_bytes(source)) == header
+        assert _mapped_rss_kib(path) <= 64  # at most the pages at the two ends stay mapped
+        assert bytes(source.view(8, 16)) == header[:16]  # released pages map again when touched
+    finally:
+        source.close()
+    with safe_open(path, "np") as f:
+        assert f.metadata() == {"k": "x" * (20 << 20)}

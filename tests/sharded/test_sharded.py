@@ -295,3 +295,19 @@ def test_transformers_loads_our_sharded_checkpoint(tmp_path) -> None:
     loaded = transformers.BertModel.from_pretrained(tmp_path)
     for name, value in loaded.state_dict().items():
         assert torch.equal(value, state[name]), name
+
+
+def test_a_directory_without_a_checkpoint_is_a_safetensor_error_naming_it(tmp_path) -> None:
+    from pysafetensors import SafetensorError
+    from pysafetensors.errors import CheckpointNotFound
+
+    empty, other = tmp_path / "empty", tmp_path / "other"
+    empty.mkdir()
+    other.mkdir()
+    (other / "notes.txt").write_text("no checkpoint here")
+    for directory in (empty, other):
+        with pytest.raises(CheckpointNotFound) as e:
+            safe_open(directory, "np")
+        assert isinstance(e.value, SafetensorError) and isinstance(e.value, FileNotFoundError)
+        assert e.value.filename == os.fspath(directory) and e.value.errno == 2
+        assert str(e.value).startswith(f"No such file or directory: {directory}: ")

@@ -81,8 +81,9 @@ class Advisable(Protocol):
     """Page-cache advice for byte ranges of a mapped file.
 
     ``advise`` passes one ``madvise`` hint; ``prefetch`` starts reading a range without waiting;
-    ``populate`` maps an already cached range into the page tables.  All are hints: they never
-    raise for a range the system cannot act on.
+    ``populate`` maps an already cached range into the page tables; ``release`` takes a range
+    that was copied out (and that no view handed out covers) back out of them.  All are hints:
+    they never raise for a range the system cannot act on.
     """
 
     def advise(self, offset: int, length: int, advice: int) -> None: ...
@@ -90,6 +91,8 @@ class Advisable(Protocol):
     def prefetch(self, offset: int, length: int) -> None: ...
 
     def populate(self, offset: int, length: int) -> None: ...
+
+    def release(self, offset: int, length: int) -> None: ...
 
 
 @runtime_checkable

@@ -310,6 +310,19 @@ _KINDS = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"), (stat
           (stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a directory"))
 
 
+def _special_kind(path: str) -> tuple[str, int] | None:
+    """What ``path`` is when it exists and is not a regular file (a symlink judged by what it
+    points to), with the errno that fits; None for a regular file or nothing there."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None  # nothing there (or not reachable): the real operation gives the real error
+    if stat.S_ISREG(st.st_mode):
+        return None
+    kind = next((what for test, what in _KINDS if test(st.st_mode)), "not a regular file")
+    return kind, errno.EISDIR if stat.S_ISDIR(st.st_mode) else errno.EINVAL
+
+
 def check_replaceable(path: str) -> None:
     """Refuse to replace ``path`` when it exists and is not a regular file.
 
@@ -319,17 +332,33 @@ def check_replaceable(path: str) -> None:
     regular file (or a dangling one) is replaced by the new file, the file it pointed to is left
     as it was.
     """
-    try:
-        st = os.stat(path)
-    except OSError:
-        return  # nothing there (or not reachable): creating the temp file gives the real error
-    if stat.S_ISREG(st.st_mode):
+    found = _special_kind(path)
+    if found is None:
         return
-    kind = next((what for test, what in _KINDS if test(st.st_mode)), "not a regular file")
+    kind, code = found
     raise WriteError(
         f"cannot save to {path}: it is {kind}, not a regular file; saves replace their target "
         "with a new file, so choose a regular file path",
-        errno=errno.EISDIR if stat.S_ISDIR(st.st_mode) else errno.EINVAL,
+        errno=code,
+        filename=path,
+    )
+
+
+def check_removable(path: str) -> None:
+    """Refuse to delete ``path`` as a leftover of an earlier save when it is not a regular file.
+
+    A sharded save removes the files of the checkpoint it replaces (an old index, shards of
+    another count); a FIFO, device node, socket or directory that happens to carry such a name
+    was not written by a save, so it is never deleted.
+    """
+    found = _special_kind(path)
+    if found is None:
+        return
+    kind, code = found
+    raise WriteError(
+        f"cannot remove {path}, a name an earlier save's checkpoint uses: it is {kind}, not a regular "
+        "file; move it away or save into another directory",
+        errno=code,
         filename=path,
     )
 
@@ -479,7 +508,9 @@ class StagedDirectory:
 
     def set_aside(self, name: str) -> None:
         """Move ``name`` out of the target directory into the staging directory (gone from
-        readers' view at once; deleted with the staging directory)."""
+        readers' view at once; deleted with the staging directory).  Only a regular file is
+        moved (``check_removable``)."""
+        check_removable(os.path.join(self.directory, name))
         try:
             os.replace(os.path.join(self.directory, name), os.path.join(self.path, f"{name}.old"))
         except FileNotFoundError:
@@ -488,8 +519,14 @@ class StagedDirectory:
             raise WriteError(f"cannot move {name} out of {self.directory}: {e}", errno=e.errno) from e
 
     def publish(self, order: Iterable[str], remove: Iterable[str] = ()) -> None:
-        """Move the staged files into the directory in ``order``, then delete ``remove``."""
+        """Move the staged files into the directory in ``order``, then delete ``remove``.
+
+        A name held by something other than a regular file is never replaced (WriteError) nor
+        removed (left in place).  The caller checks every name before it writes anything
+        (``LocalDirectory.check_names``); this guards against one appearing since.
+        """
         for name in order:
+            check_replaceable(os.path.join(self.directory, name))
             try:
                 os.replace(os.path.join(self.path, name), os.path.join(self.directory, name))
             except OSError as e:
@@ -498,6 +535,7 @@ class StagedDirectory:
             _fsync_directory(os.path.join(self.directory, "."))
         for name in remove:
             try:
+                check_removable(os.path.join(self.directory, name))
                 os.remove(os.path.join(self.directory, name))
             except OSError:
                 pass  # best effort: the new set is in place; a leftover is not part of it
@@ -539,11 +577,23 @@ class LocalDirectory:
         """The names the directory holds now."""
         return os.listdir(self.path)
 
+    def check_names(self, replace: Iterable[str], remove: Iterable[str] = ()) -> None:
+        """Refuse, before a save writes anything, names it would replace or remove that are held
+        by something other than a regular file (a FIFO, device node, socket or directory):
+        WriteError naming the path."""
+        for n in replace:
+            check_replaceable(self.join(n))
+        for n in remove:
+            check_removable(self.join(n))
+
     def remove(self, names: Iterable[str]) -> None:
-        """Delete ``names`` from the directory; missing ones are skipped."""
+        """Delete ``names`` from the directory; missing ones are skipped, one that is not a
+        regular file is refused (WriteError, see ``check_removable``)."""
         for n in names:
+            path = os.path.join(self.path, n)
+            check_removable(path)
             try:
-                os.remove(os.path.join(self.path, n))
+                os.remove(path)
             except FileNotFoundError:
                 pass
 

@@ -28,6 +28,7 @@ from .protocols import BinaryFile, ByteSource, ReadsInto
 from .regular import open_regular
 
 _WILLNEED = getattr(mmap, "MADV_WILLNEED", None)  # a platform constant (absent on Windows)
+_DONTNEED = getattr(mmap, "MADV_DONTNEED", None)
 # Copies out of a map at least this big run in ctypes.memmove, which releases the GIL, so
 # several threads copy (and take page faults) at once.
 _COPY_WITHOUT_GIL = 1 << 20
@@ -252,6 +253,21 @@ class MmapSource:
         if len(region):
             bytes(region[:: max(_FAULT_AROUND, mmap.PAGESIZE)])  # one byte per window, in C
             region[-1]  # and the window holding the last byte
+
+    def release(self, offset: int, length: int) -> None:
+        """Take the pages wholly inside a byte range out of this process's page tables
+        (``MADV_DONTNEED``), once the range has been copied out: the page cache keeps them and
+        a later touch maps them again, but they no longer count in this process's memory beside
+        the copy.  The map is copy-on-write, so a page written through a view would lose the
+        write: only for ranges no view handed out covers (the header, copied at open).
+        """
+        if _DONTNEED is None or length <= 0:
+            return
+        page = mmap.PAGESIZE
+        start = -(-offset // page) * page  # pages that straddle the ends are kept
+        end = min(offset + length, self.size) // page * page
+        if end > start:
+            self.advise(start, end - start, _DONTNEED)
 
     def resident(self, offset: int, length: int, probes: int = 64) -> bool | None:
         """Whether a byte range looks cached: ``probes`` pages spread evenly over it are all in

@@ -11,7 +11,9 @@ Values are compared chunk by chunk (bounded memory whatever the tensor size):
   (complex128): NaN equals NaN, ``|a-b| <= atol + rtol*|b|``.
 * ``max_abs_diff`` of floats is ``inf`` where one side is infinite or NaN and the other is not
   (``inf`` vs ``-inf`` included).  Cosine similarity is over the finite pairs, computed on
-  values scaled by powers of two, so it stays defined for huge finite values.
+  values scaled by powers of two, so it stays defined for huge finite values; pairs holding the
+  same non-finite value on both sides are left out, and any other non-finite pair (``inf`` vs
+  ``-inf``, ``inf`` or NaN vs a number) makes it None (undefined), never a misleading 1.0.
 
 Either side may be a GGUF file (:class:`GGUFDiffResult`).  A tensor's dtype is then its GGML
 type (``Q8_0``), its shape PyTorch's order (GGUF's dims reversed), and its values the
@@ -125,12 +127,18 @@ def _desc(t: TensorInfo) -> TensorDesc:
 
 
 class _Cosine:
-    """Running dot product and norms of the finite pairs, scaled by powers of two (no overflow)."""
+    """Running dot product and norms of the finite pairs, scaled by powers of two (no overflow).
+
+    A pair with a non-finite value is left out when both sides hold the same value (``inf`` and
+    ``inf``, NaN and NaN); any other (``inf`` vs ``-inf``, ``inf`` or NaN vs a number) makes the
+    similarity undefined (None): the finite pairs alone would call opposite vectors identical.
+    """
 
     def __init__(self) -> None:
         self.dot = self.na = self.nb = 0.0
         self.ea: int | None = None  # side a's values are held as x * 2**-ea
         self.eb: int | None = None
+        self.undefined = False
 
     @staticmethod
     def _exp(x: Any, np: Any) -> int | None:
@@ -142,6 +150,10 @@ class _Cosine:
     def add(self, fa: Any, fb: Any, np: Any) -> None:
         finite = np.isfinite(fa) & np.isfinite(fb)
         if not finite.all():
+            odd = ~finite
+            a, b = fa[odd], fb[odd]
+            if not ((a == b) | (np.isnan(a) & np.isnan(b))).all():
+                self.undefined = True
             fa, fb = np.where(finite, fa, 0), np.where(finite, fb, 0)
         ea, eb = self._exp(fa, np), self._exp(fb, np)
         if ea is not None and (self.ea is None or ea > self.ea):
@@ -160,6 +172,8 @@ class _Cosine:
         self.nb += float(np.vdot(yb, yb).real)
 
     def value(self) -> float | None:
+        if self.undefined:
+            return None
         denom = math.sqrt(self.na) * math.sqrt(self.nb)
         if denom == 0 or not math.isfinite(denom):
             return None  # undefined for an all-zero tensor
