@@ -135,6 +135,17 @@ def encode(tree: Any, data: bytes, rng: random.Random | None = None, odd_ws: boo
     return frame(header, data)
 
 
+def sample_file() -> bytes:
+    """A small valid file: one tensor of every dtype, in file order (the runner's warm-up input)."""
+    top, pos, data = Obj([("__metadata__", Obj([("format", "pt")]))]), 0, b""
+    for i, (code, bits) in enumerate(DTYPE_BITS.items()):
+        size = 8 * bits // 8  # shape [2, 4]: a whole number of bytes for every dtype
+        top.pairs.append((f"t{i}", Obj([("dtype", code), ("shape", [2, 4]), ("data_offsets", [pos, pos + size])])))
+        data += bytes((i * 37 + j) % 251 for j in range(size))
+        pos += size
+    return encode(top, data)
+
+
 def valid_file(rng: random.Random) -> bytes:
     tree, data = valid_tree(rng)
     return encode(tree, data, rng if rng.random() < 0.3 else None)

@@ -7,9 +7,11 @@ or a hang is a bug.  ``classify`` turns one run into ``None`` (fine) or a report
 
 from __future__ import annotations
 
+import importlib
 import os
 import random
 import tempfile
+import time
 import traceback
 import warnings
 from collections.abc import Callable
@@ -22,7 +24,7 @@ from pysafetensors.format import parse_header, parse_header_length
 
 from .differential import COUNTS as DIFFERENTIAL_COUNTS
 from .differential import Disagreement, compare, differential_input
-from .gen import random_index, random_input
+from .gen import random_index, random_input, sample_file
 
 ALLOWED = (SafetensorError, FileNotFoundError)
 
@@ -233,6 +235,22 @@ def target_differential(data: bytes, rng: random.Random) -> None:
         raise FuzzBug(str(e)) from None
 
 
+_SLOW_START: list[bool] = []  # set once _selftest_slow_start is warmed up
+
+
+def _slow_start() -> None:
+    """The warm-up of ``_selftest_slow_start``: a first import slower than the test's hang limit."""
+    time.sleep(2)
+    _SLOW_START.append(True)
+
+
+def _selftest_slow_start(data: bytes, rng: random.Random) -> None:
+    """Checks the runner warms a target up before it starts the hang alarm: run with
+    ``--hang-seconds 1``, the 2 s warm-up must not be reported as a hang."""
+    if not _SLOW_START:
+        raise FuzzBug("the runner ran the target before its warm-up")
+
+
 def _selftest_crash(data: bytes, rng: random.Random) -> None:
     """Kills its process, as a segfault in an extension would: checks the runner notices."""
     import signal
@@ -241,11 +259,13 @@ def _selftest_crash(data: bytes, rng: random.Random) -> None:
 
 
 def _selftest_hang(data: bytes, rng: random.Random) -> None:
-    """Never returns: checks the runner's hang alarm."""
-    import time
-
+    """Never returns, though it swallows every Exception as the differential oracle does:
+    checks the runner's hang alarm still ends it."""
     while True:
-        time.sleep(1)
+        try:
+            time.sleep(1)
+        except Exception:  # noqa: BLE001, S110 - on purpose: the alarm must not be one of these
+            pass
 
 
 TARGETS: dict[str, Callable[[bytes, random.Random], None]] = {
@@ -260,11 +280,46 @@ TARGETS: dict[str, Callable[[bytes, random.Random], None]] = {
     # Names starting with "_" are not part of "all"; they test the runner itself.
     "_selftest_crash": _selftest_crash,
     "_selftest_hang": _selftest_hang,
+    "_selftest_slow_start": _selftest_slow_start,
 }
 
 
 # The input generator of each target (seeded by the input's seed); the others share random_input.
 INPUTS: dict[str, Callable[[random.Random], bytes]] = {"differential": differential_input}
+
+# Modules targets import on their first input (frameworks, upstream, gguf-py): slow
+# to import on a loaded machine.  The runner warms each target up before it starts timing
+# inputs, so such an import is never taken for a hang, nor cut short by the hang alarm (which
+# would leave the module half-imported and every later input failing).
+_LAZY_MODULES = {
+    "open_torch": ("torch",),
+    "faces": ("torch",),
+    "gguf": ("gguf",),
+    "differential": ("numpy", "ml_dtypes", "torch", "safetensors"),
+}
+_WARM_UPS: dict[str, Callable[[], None]] = {"_selftest_slow_start": _slow_start}
+
+
+def warm_up(name: str) -> str | None:
+    """Make target ``name``'s first input as cheap as its others: import the modules it loads
+    lazily, then run it once on a small valid file of every dtype, for the lazy imports no list
+    names (our framework adapters, torch's float8 paths...), leaving the differential counts as
+    they were.  The runner's selftests have their own warm-up (or none).  Returns a report
+    when that run found a bug, as ``classify`` does."""
+    if name.startswith("_"):
+        _WARM_UPS.get(name, lambda: None)()
+        return None
+    for module in _LAZY_MODULES.get(name, ()):
+        try:
+            importlib.import_module(module)
+        except ImportError:
+            pass  # an optional package: the target does without it
+    counts = DIFFERENTIAL_COUNTS.copy()
+    try:
+        return classify(name, sample_file(), 0)
+    finally:
+        DIFFERENTIAL_COUNTS.clear()
+        DIFFERENTIAL_COUNTS.update(counts)
 
 
 def input_for(name: str, seed: int) -> bytes:
