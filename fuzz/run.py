@@ -44,6 +44,7 @@ def _alarm(signum: int, frame: object) -> None:
 
 
 def worker(args: argparse.Namespace) -> int:
+    from fuzz.differential import placed
     from fuzz.targets import DIFFERENTIAL_COUNTS, INPUTS, TARGETS, classify, input_for, warm_up
 
     targets = [t for t in TARGETS if not t.startswith("_")] if args.target == "all" else args.target.split(",")
@@ -100,6 +101,8 @@ def worker(args: argparse.Namespace) -> int:
                     print(f"BUG in target {name!r}, seed {seed}, input {data[:200]!r}\n{report}", file=sys.stderr)
         done += 1
         seed += 1
+    if "differential" in targets and placed(DIFFERENTIAL_COUNTS) != done:  # e.g. its generator failed
+        failures[f"differential: {done - placed(DIFFERENTIAL_COUNTS)} input(s) counted in no category"] = 1
     summary = {"inputs": done, "first_seed": args.seed, "last_seed": seed - 1, "bugs": failures,
                "differential": dict(DIFFERENTIAL_COUNTS)}
     print(json.dumps(summary))

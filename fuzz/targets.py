@@ -227,12 +227,23 @@ def target_differential(data: bytes, rng: random.Random) -> None:
     """Against upstream safetensors: the same verdict at safe_open and in deserialize, and the
     same keys, metadata, dtypes, shapes and bytes wherever both accept (fuzz/differential.py).
     Its inputs come from ``differential_input``; the categories are counted in
-    ``DIFFERENTIAL_COUNTS``."""
+    ``DIFFERENTIAL_COUNTS``.
+
+    ``compare`` sorts every refusal itself, so anything escaping it (a SafetensorError of ours
+    included: it would otherwise pass for a clean rejection, counted nowhere) is a bug.  Such an
+    input, or one cut short by the hang alarm, counts as a disagreement, so the categories
+    always add up to the inputs."""
     try:
         compare(data, _SCRATCH)
     except Disagreement as e:
         DIFFERENTIAL_COUNTS["disagreements"] += 1
         raise FuzzBug(str(e)) from None
+    except Exception as e:
+        DIFFERENTIAL_COUNTS["disagreements"] += 1
+        raise FuzzBug(f"compare() raised {type(e).__name__}: {e}") from e
+    except BaseException:  # the runner's hang alarm: reported by the runner as a hang
+        DIFFERENTIAL_COUNTS["disagreements"] += 1
+        raise
 
 
 _SLOW_START: list[bool] = []  # set once _selftest_slow_start is warmed up
