@@ -37,7 +37,7 @@ import tempfile
 from collections import Counter
 from typing import Any, NamedTuple
 
-from .gen import DTYPE_BITS, DTYPES, Obj, Raw, emit, frame, valid_tree
+from .gen import DTYPE_BITS, DTYPES, Obj, Raw, emit, frame, shape_for, valid_tree
 
 CATEGORIES = ("both_accept", "both_reject", "expected_better", "ours_extends")
 COUNTS: Counter[str] = Counter()  # what compare() has seen in this process, by category
@@ -234,6 +234,42 @@ def differential_input(rng: random.Random) -> bytes:
     if rng.random() < 0.5:
         return _text_and_prefix(header, data, rng)
     return frame(header, data)
+
+
+def large_input(rng: random.Random) -> bytes:
+    """A header of 512 KiB or more (``TYPED_FROM``: where parse_header takes msgspec's path),
+    made large the ways real ones are (thousands of tensors, a large ``__metadata__``) or by
+    padding, then 0-2 of the same mutations as ``differential_input``."""
+    from pysafetensors.format.header import TYPED_FROM
+
+    form = rng.randrange(3)
+    if form == 0:  # thousands of tensors with long names, mostly in file order
+        top = Obj([("__metadata__", Obj([("format", "pt")]))] if rng.random() < 0.6 else [])
+        pos, i = 0, 0
+        while len(top.pairs) * 100 < TYPED_FROM + 4096:  # each entry is over 100 bytes of JSON
+            code = rng.choice(DTYPES)
+            shape = shape_for(rng, DTYPE_BITS[code])
+            size = math.prod(shape) * DTYPE_BITS[code] // 8
+            name = f"model.layers.{i // 7}.self_attn.{('q', 'k', 'v', 'o', 'up', 'down', 'gate')[i % 7]}_proj.weight"
+            top.pairs.append((name, Obj([("dtype", code), ("shape", shape), ("data_offsets", [pos, pos + size])])))
+            pos, i = pos + size, i + 1
+        if rng.random() < 0.2:
+            rng.shuffle(top.pairs)
+        data = rng.randbytes(pos)
+    else:
+        top, data = valid_tree(rng)
+        if form == 1:  # a large __metadata__, first (as writers put it) or anywhere
+            meta = rng.choice([Obj([("blob", "x" * (TYPED_FROM + 16))]),
+                               Obj([(f"k{j}", "v" * 20) for j in range(TYPED_FROM // 28 + 1)])])
+            top.pairs = [p for p in top.pairs if p[0] != "__metadata__"]
+            top.pairs.insert(0 if rng.random() < 0.8 else rng.randrange(len(top.pairs) + 1), ("__metadata__", meta))
+    for _ in range(rng.choice([0, 1, 1, 2])):
+        rng.choice(_TREE_MUTATIONS)(top, rng)
+    header = emit(top).encode("utf-8", "surrogatepass")
+    if form == 2:  # padded with spaces (as writers align) up to the size
+        header += b" " * (TYPED_FROM - len(header) + rng.randrange(64))
+    header += b" " * ((8 - (8 + len(header)) % 8) % 8)
+    return _text_and_prefix(header, data, rng) if rng.random() < 0.3 else frame(header, data)
 
 
 # --- comparison ----------------------------------------------------------------------------

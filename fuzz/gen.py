@@ -79,7 +79,7 @@ def frame(header: bytes, data: bytes, declared: int | None = None) -> bytes:
 # --- valid files ---------------------------------------------------------------------------
 
 
-def _shape_for(rng: random.Random, bits: int) -> list[int]:
+def shape_for(rng: random.Random, bits: int) -> list[int]:
     for _ in range(20):
         shape = [rng.choice([0, 1, 1, 2, 3, 4, 5, 8]) for _ in range(rng.choice([0, 1, 1, 2, 2, 3, 4]))]
         n = 1
@@ -102,7 +102,7 @@ def valid_tree(rng: random.Random, max_tensors: int = 5) -> tuple[Obj, bytes]:
     entries = []
     for i in range(rng.randint(0, max_tensors)):
         code = rng.choice(DTYPES)
-        shape = _shape_for(rng, DTYPE_BITS[code])
+        shape = shape_for(rng, DTYPE_BITS[code])
         n = 1
         for d in shape:
             n *= d

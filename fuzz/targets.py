@@ -20,10 +20,11 @@ from typing import Any
 import numpy as np
 
 from pysafetensors import SafetensorError, deserialize, safe_open
-from pysafetensors.format import parse_header, parse_header_length
+from pysafetensors.format import Header, TensorInfo, parse_header, parse_header_length
+from pysafetensors.format import header as header_mod
 
 from .differential import COUNTS as DIFFERENTIAL_COUNTS
-from .differential import Disagreement, compare, differential_input
+from .differential import Disagreement, compare, differential_input, large_input
 from .gen import random_index, random_input, sample_file
 
 ALLOWED = (SafetensorError, FileNotFoundError)
@@ -44,6 +45,46 @@ def target_header(data: bytes, rng: random.Random) -> None:
             raise FuzzBug(f"accepted tensor {t.name!r} whose size does not match its shape: {t}")
     if header.data_start + header.data_size != len(data):
         raise FuzzBug("accepted a header that does not cover the file exactly")
+
+
+def _verdict(parse: Callable[[], Header]) -> Header | tuple[type, str]:
+    """The Header, or the SafetensorError's class and message."""
+    try:
+        return parse()
+    except SafetensorError as e:
+        return type(e), str(e)
+
+
+def target_fast_path(data: bytes, rng: random.Random) -> None:
+    """parse_header's private fast paths against the rule set alone (``_careful_header``).
+
+    parse_header gives the rules' Header or raises the rules' error (same class, same message),
+    whichever path it took; and each fast path, json's and msgspec's (the ``fast`` extra, used
+    by parse_header from ``TYPED_FROM`` on), either steps aside (None) or returns exactly the
+    rules' Header, never a Header where the rules refuse.  Its inputs (``fast_path_input``)
+    include headers of 512 KiB and more, so msgspec's path is explored through parse_header.
+    """
+    n = parse_header_length(data[:8], len(data))  # a bad prefix: a clean rejection
+    header, size = data[8 : 8 + n], len(data)
+    careful = _verdict(lambda: header_mod._careful_header(header, size))
+    parsed = _verdict(lambda: parse_header(header, size))
+    if parsed != careful:
+        raise FuzzBug(f"parse_header gives {parsed!r:.300}, the rules {careful!r:.300}")
+    try:
+        text = header.decode("utf-8")
+    except UnicodeDecodeError:
+        return  # neither fast path sees a header that is not UTF-8
+    paths: list[tuple[str, Callable[[], Any]]] = [("json", lambda: header_mod._fast_header(text, n, size))]
+    typed = header_mod._typed_entries()
+    if typed is not None:
+        paths.append(("msgspec", lambda: header_mod._typed_header.fast_header(text, n, size, typed, Header, TensorInfo)))
+    for path, fast in paths:
+        try:
+            answer = fast()
+        except Exception as e:  # a fast path steps aside: it never raises, not even a SafetensorError
+            raise FuzzBug(f"the {path} fast path raised {type(e).__name__}: {e}") from e
+        if answer is not None and answer is not header_mod._typed_header.NOT_CANONICAL and answer != careful:
+            raise FuzzBug(f"the {path} fast path gives {answer!r:.300}, the rules {careful!r:.300}")
 
 
 def target_deserialize(data: bytes, rng: random.Random) -> None:
@@ -288,6 +329,7 @@ TARGETS: dict[str, Callable[[bytes, random.Random], None]] = {
     "faces": target_faces,
     "gguf": target_gguf,
     "differential": target_differential,
+    "fast_path": target_fast_path,
     # Names starting with "_" are not part of "all"; they test the runner itself.
     "_selftest_crash": _selftest_crash,
     "_selftest_hang": _selftest_hang,
@@ -295,10 +337,19 @@ TARGETS: dict[str, Callable[[bytes, random.Random], None]] = {
 }
 
 
-# The input generator of each target (seeded by the input's seed); the others share random_input.
-INPUTS: dict[str, Callable[[random.Random], bytes]] = {"differential": differential_input}
+def fast_path_input(rng: random.Random) -> bytes:
+    """The fast_path target's inputs: the differential generator's and the mutators', and one
+    in 16 a header of 512 KiB or more (msgspec's path in parse_header)."""
+    which = rng.randrange(16)
+    if which == 0:
+        return large_input(rng)
+    return differential_input(rng) if which % 2 else random_input(rng)
 
-# Modules targets import on their first input (frameworks, upstream, gguf-py): slow
+
+# The input generator of each target (seeded by the input's seed); the others share random_input.
+INPUTS: dict[str, Callable[[random.Random], bytes]] = {"differential": differential_input, "fast_path": fast_path_input}
+
+# Modules targets import on their first input (frameworks, upstream, gguf-py, msgspec): slow
 # to import on a loaded machine.  The runner warms each target up before it starts timing
 # inputs, so such an import is never taken for a hang, nor cut short by the hang alarm (which
 # would leave the module half-imported and every later input failing).
@@ -307,6 +358,7 @@ _LAZY_MODULES = {
     "faces": ("torch",),
     "gguf": ("gguf",),
     "differential": ("numpy", "ml_dtypes", "torch", "safetensors"),
+    "fast_path": ("msgspec",),
 }
 _WARM_UPS: dict[str, Callable[[], None]] = {"_selftest_slow_start": _slow_start}
 
@@ -325,6 +377,8 @@ def warm_up(name: str) -> str | None:
             importlib.import_module(module)
         except ImportError:
             pass  # an optional package: the target does without it
+    if name == "fast_path":
+        header_mod._typed_entries()  # builds msgspec's decoder, once per process
     counts = DIFFERENTIAL_COUNTS.copy()
     try:
         return classify(name, sample_file(), 0)
