@@ -15,12 +15,14 @@ a wrong length prefix.
 - ``both_reject``: both refuse it at ``safe_open`` (and in ``deserialize``);
 - ``expected_better``: they agree, except that upstream fails with something other than its
   SafetensorError (numpy's ValueError or torch's TypeError on a 2**63 dimension, numpy's
-  AttributeError on a float8 dtype) where we give the tensor or raise a SafetensorError, or
+  AttributeError on a float8 dtype) where we raise a SafetensorError or give the tensor (its
+  shape the header's, its bytes the file's: the ones both ``deserialize`` give), or
   upstream's torch face returns an empty tensor whose strides wrapped around int64 (a shape
   ``torch.empty`` refuses) where we raise UnsupportedShape;
-- ``ours_extends``: they agree, except that upstream's numpy face refuses a dtype numpy has no
-  type for (F6: "Dtype not understood") that ours gives through ml_dtypes; its bytes are
-  the ones both ``deserialize`` agree on;
+- ``ours_extends``: they agree, except that upstream refuses a dtype its framework has no type
+  for with exactly "Dtype not understood: <the tensor's dtype>" (F6 in numpy) and ours gives
+  the tensor through ml_dtypes, its shape the header's and its bytes (sub-byte values packed
+  back, least significant bits first) the file's: the ones both ``deserialize`` give;
 - anything else is a disagreement: ``compare`` raises ``Disagreement`` saying what differs.
 """
 
@@ -33,9 +35,9 @@ import random
 import re
 import tempfile
 from collections import Counter
-from typing import Any
+from typing import Any, NamedTuple
 
-from .gen import DTYPES, Obj, Raw, emit, frame, valid_tree
+from .gen import DTYPE_BITS, DTYPES, Obj, Raw, emit, frame, shape_for, valid_tree
 
 CATEGORIES = ("both_accept", "both_reject", "expected_better", "ours_extends")
 COUNTS: Counter[str] = Counter()  # what compare() has seen in this process, by category
@@ -234,6 +236,42 @@ def differential_input(rng: random.Random) -> bytes:
     return frame(header, data)
 
 
+def large_input(rng: random.Random) -> bytes:
+    """A header of 512 KiB or more (``TYPED_FROM``: where parse_header takes msgspec's path),
+    made large the ways real ones are (thousands of tensors, a large ``__metadata__``) or by
+    padding, then 0-2 of the same mutations as ``differential_input``."""
+    from pysafetensors.format.header import TYPED_FROM
+
+    form = rng.randrange(3)
+    if form == 0:  # thousands of tensors with long names, mostly in file order
+        top = Obj([("__metadata__", Obj([("format", "pt")]))] if rng.random() < 0.6 else [])
+        pos, i = 0, 0
+        while len(top.pairs) * 100 < TYPED_FROM + 4096:  # each entry is over 100 bytes of JSON
+            code = rng.choice(DTYPES)
+            shape = shape_for(rng, DTYPE_BITS[code])
+            size = math.prod(shape) * DTYPE_BITS[code] // 8
+            name = f"model.layers.{i // 7}.self_attn.{('q', 'k', 'v', 'o', 'up', 'down', 'gate')[i % 7]}_proj.weight"
+            top.pairs.append((name, Obj([("dtype", code), ("shape", shape), ("data_offsets", [pos, pos + size])])))
+            pos, i = pos + size, i + 1
+        if rng.random() < 0.2:
+            rng.shuffle(top.pairs)
+        data = rng.randbytes(pos)
+    else:
+        top, data = valid_tree(rng)
+        if form == 1:  # a large __metadata__, first (as writers put it) or anywhere
+            meta = rng.choice([Obj([("blob", "x" * (TYPED_FROM + 16))]),
+                               Obj([(f"k{j}", "v" * 20) for j in range(TYPED_FROM // 28 + 1)])])
+            top.pairs = [p for p in top.pairs if p[0] != "__metadata__"]
+            top.pairs.insert(0 if rng.random() < 0.8 else rng.randrange(len(top.pairs) + 1), ("__metadata__", meta))
+    for _ in range(rng.choice([0, 1, 1, 2])):
+        rng.choice(_TREE_MUTATIONS)(top, rng)
+    header = emit(top).encode("utf-8", "surrogatepass")
+    if form == 2:  # padded with spaces (as writers align) up to the size
+        header += b" " * (TYPED_FROM - len(header) + rng.randrange(64))
+    header += b" " * ((8 - (8 + len(header)) % 8) % 8)
+    return _text_and_prefix(header, data, rng) if rng.random() < 0.3 else frame(header, data)
+
+
 # --- comparison ----------------------------------------------------------------------------
 
 _POSITION = re.compile(r" at line \d+ column \d+$")
@@ -289,7 +327,49 @@ class _Verdict:
             self.category = category
 
 
-def _tensor_stage(verdict: _Verdict, up: tuple[str, Any], ours: tuple[str, Any], what: str) -> None:
+class _Stored(NamedTuple):
+    """What a tensor is in the file: its dtype code, its shape, its bytes as both ``deserialize``
+    give them (None when they do not both give them), and whether the framework's tensor holds
+    one sub-byte value per byte (numpy through ml_dtypes) rather than the file's packing."""
+
+    code: str
+    shape: tuple[int, ...]
+    data: bytes | None
+    unpacked: bool
+
+
+def _refuses_dtype(error: Any, code: str) -> bool:
+    """Whether upstream's error is its refusal of a dtype its framework has no type for."""
+    import safetensors
+
+    return isinstance(error, safetensors.SafetensorError) and str(error) == f"Dtype not understood: {code}"
+
+
+def _as_stored(what: str, value: Any, stored: _Stored) -> None:
+    """Our tensor (``_np_bytes``/``_pt_bytes``) is the file's tensor: shape and bytes."""
+    if stored.data is None:
+        raise Disagreement(f"{what}: ours gives a tensor upstream does not, and deserialize does not give its bytes")
+    if isinstance(value, _WrappedStrides):
+        raise Disagreement(f"{what}: ours gives an empty tensor with wrapped strides {value}")
+    _, shape, raw = value
+    bits = DTYPE_BITS[stored.code]
+    if stored.unpacked:
+        if shape != stored.shape:
+            raise Disagreement(f"{what}: ours gives shape {shape}, the header says {stored.shape}")
+        if bits < 8:
+            import numpy as np
+
+            codes = np.frombuffer(raw, np.uint8)
+            if (codes >> bits).any():
+                raise Disagreement(f"{what}: ours gives {stored.code} values with bits above the low {bits} set")
+            # The file packs the values as one bit stream, each value's least significant bit first.
+            stream = np.unpackbits(codes[:, None], axis=1, bitorder="little")[:, :bits]
+            raw = np.packbits(stream.reshape(-1), bitorder="little").tobytes()
+    if raw != stored.data:
+        raise Disagreement(f"{what}: ours gives bytes {raw[:64]!r}, the file holds {stored.data[:64]!r}")
+
+
+def _tensor_stage(verdict: _Verdict, up: tuple[str, Any], ours: tuple[str, Any], what: str, stored: _Stored) -> None:
     """One get_tensor on both sides (same framework): equal, or a difference that is allowed."""
     if ours[0] == "other":
         raise Disagreement(f"{what}: ours raised {type(ours[1]).__name__}: {ours[1]}")
@@ -301,8 +381,13 @@ def _tensor_stage(verdict: _Verdict, up: tuple[str, Any], ours: tuple[str, Any],
     elif up[0] == "ok":
         raise Disagreement(f"{what}: upstream gives the tensor, ours raised {ours[1]}")
     elif up[0] == "other":
+        if ours[0] == "ok":
+            _as_stored(what, ours[1], stored)
         verdict.note("expected_better")
     elif ours[0] == "ok":
+        if not _refuses_dtype(up[1], stored.code):
+            raise Disagreement(f"{what}: upstream raised {type(up[1]).__name__}: {up[1]}, ours gives the tensor")
+        _as_stored(what, ours[1], stored)
         verdict.note("ours_extends")
 
 
@@ -329,17 +414,21 @@ def compare(data: bytes, tmpdir: str | None = None) -> str:
                 COUNTS["same_reason"] += 1
         else:
             verdict.note("both_accept")
-            if our_bytes[0] == "ok" and up_bytes[0] == "ok" and up_bytes[1] != our_bytes[1]:
-                raise Disagreement(f"deserialize differs: upstream {up_bytes[1]!r:.300}, ours {our_bytes[1]!r:.300}")
+            stored: dict[str, bytes] = {}
+            if our_bytes[0] == "ok" and up_bytes[0] == "ok":
+                if up_bytes[1] != our_bytes[1]:
+                    raise Disagreement(f"deserialize differs: upstream {up_bytes[1]!r:.300}, ours {our_bytes[1]!r:.300}")
+                stored = {name: data for name, _, _, data in our_bytes[1]}
             with up_handle[1] as up, our_handle[1] as ours:
-                _compare_open(verdict, path, up, ours)
+                _compare_open(verdict, path, up, ours, stored)
     finally:
         os.unlink(path)
     COUNTS[verdict.category] += 1
     return verdict.category
 
 
-def _compare_open(verdict: _Verdict, path: str, up: Any, ours: Any) -> None:
+def _compare_open(verdict: _Verdict, path: str, up: Any, ours: Any, stored: dict[str, bytes]) -> None:
+    """Both handles of an accepted file; ``stored``: each tensor's bytes as both deserialize give them."""
     import safetensors
 
     import pysafetensors
@@ -355,12 +444,15 @@ def _compare_open(verdict: _Verdict, path: str, up: Any, ours: Any) -> None:
         raise Disagreement(f"offset_keys: upstream {up.offset_keys()!r:.300}, ours {ours.offset_keys()!r:.300}")
     if up.metadata() != ours.metadata():
         raise Disagreement(f"metadata: upstream {up.metadata()!r}, ours {ours.metadata()!r}")
+    codes: dict[str, tuple[str, tuple[int, ...]]] = {}
     for name in up.keys():  # noqa: SIM118 - handles, not dicts
         a, b = up.get_slice(name), ours.get_slice(name)
         if (a.get_dtype(), a.get_shape()) != (b.get_dtype(), b.get_shape()):
             raise Disagreement(f"{name!r}: upstream {a.get_dtype()} {a.get_shape()}, ours {b.get_dtype()} {b.get_shape()}")
+        codes[name] = (a.get_dtype(), tuple(a.get_shape()))
         _tensor_stage(verdict, _outcome(lambda name=name: _np_bytes(up.get_tensor(name))),
-                      _outcome(lambda name=name: _np_bytes(ours.get_tensor(name))), f"{name!r} numpy get_tensor")
+                      _outcome(lambda name=name: _np_bytes(ours.get_tensor(name))), f"{name!r} numpy get_tensor",
+                      _Stored(*codes[name], stored.get(name), unpacked=True))
     try:
         import torch  # noqa: F401
     except ImportError:
@@ -368,7 +460,8 @@ def _compare_open(verdict: _Verdict, path: str, up: Any, ours: Any) -> None:
     with safetensors.safe_open(path, framework="pt") as up_pt, pysafetensors.safe_open(path, framework="pt") as our_pt:
         for name in up_pt.keys():  # noqa: SIM118
             _tensor_stage(verdict, _outcome(lambda name=name: _pt_bytes(up_pt.get_tensor(name))),
-                          _outcome(lambda name=name: _pt_bytes(our_pt.get_tensor(name))), f"{name!r} torch get_tensor")
+                          _outcome(lambda name=name: _pt_bytes(our_pt.get_tensor(name))), f"{name!r} torch get_tensor",
+                          _Stored(*codes[name], stored.get(name), unpacked=False))
 
 
 def _same_verdict(verdict: _Verdict, what: str, up: tuple[str, Any], ours: tuple[str, Any]) -> None:
@@ -399,9 +492,14 @@ def _same_reason(up_error: Any, our_error: Any) -> bool:
     return getattr(our_error, "reason", None) == up_text
 
 
+def placed(counts: Counter[str] | dict[str, int]) -> int:
+    """How many inputs the counts place: in a category, or as disagreements."""
+    return sum(counts.get(c, 0) for c in CATEGORIES) + counts.get("disagreements", 0)
+
+
 def summary(counts: Counter[str] | dict[str, int]) -> str:
     """One line: inputs, each category, and how many rejections have upstream's exact words."""
-    inputs = sum(counts.get(c, 0) for c in CATEGORIES) + counts.get("disagreements", 0)
+    inputs = placed(counts)
     parts = [f"inputs {inputs}"] + [f"{c.replace('_', '-')} {counts.get(c, 0)}" for c in CATEGORIES]
     parts.append(f"disagreements {counts.get('disagreements', 0)}")
     return ", ".join(parts) + f" (rejections worded exactly as upstream: {counts.get('same_reason', 0)})"

@@ -79,7 +79,7 @@ def frame(header: bytes, data: bytes, declared: int | None = None) -> bytes:
 # --- valid files ---------------------------------------------------------------------------
 
 
-def _shape_for(rng: random.Random, bits: int) -> list[int]:
+def shape_for(rng: random.Random, bits: int) -> list[int]:
     for _ in range(20):
         shape = [rng.choice([0, 1, 1, 2, 3, 4, 5, 8]) for _ in range(rng.choice([0, 1, 1, 2, 2, 3, 4]))]
         n = 1
@@ -102,7 +102,7 @@ def valid_tree(rng: random.Random, max_tensors: int = 5) -> tuple[Obj, bytes]:
     entries = []
     for i in range(rng.randint(0, max_tensors)):
         code = rng.choice(DTYPES)
-        shape = _shape_for(rng, DTYPE_BITS[code])
+        shape = shape_for(rng, DTYPE_BITS[code])
         n = 1
         for d in shape:
             n *= d
@@ -133,6 +133,17 @@ def encode(tree: Any, data: bytes, rng: random.Random | None = None, odd_ws: boo
     if pad:
         header += b" " * ((8 - (8 + len(header)) % 8) % 8)
     return frame(header, data)
+
+
+def sample_file() -> bytes:
+    """A small valid file: one tensor of every dtype, in file order (the runner's warm-up input)."""
+    top, pos, data = Obj([("__metadata__", Obj([("format", "pt")]))]), 0, b""
+    for i, (code, bits) in enumerate(DTYPE_BITS.items()):
+        size = 8 * bits // 8  # shape [2, 4]: a whole number of bytes for every dtype
+        top.pairs.append((f"t{i}", Obj([("dtype", code), ("shape", [2, 4]), ("data_offsets", [pos, pos + size])])))
+        data += bytes((i * 37 + j) % 251 for j in range(size))
+        pos += size
+    return encode(top, data)
 
 
 def valid_file(rng: random.Random) -> bytes:

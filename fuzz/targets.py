@@ -7,9 +7,11 @@ or a hang is a bug.  ``classify`` turns one run into ``None`` (fine) or a report
 
 from __future__ import annotations
 
+import importlib
 import os
 import random
 import tempfile
+import time
 import traceback
 import warnings
 from collections.abc import Callable
@@ -18,11 +20,12 @@ from typing import Any
 import numpy as np
 
 from pysafetensors import SafetensorError, deserialize, safe_open
-from pysafetensors.format import parse_header, parse_header_length
+from pysafetensors.format import Header, TensorInfo, parse_header, parse_header_length
+from pysafetensors.format import header as header_mod
 
 from .differential import COUNTS as DIFFERENTIAL_COUNTS
-from .differential import Disagreement, compare, differential_input
-from .gen import random_index, random_input
+from .differential import Disagreement, compare, differential_input, large_input
+from .gen import random_index, random_input, sample_file
 
 ALLOWED = (SafetensorError, FileNotFoundError)
 
@@ -42,6 +45,46 @@ def target_header(data: bytes, rng: random.Random) -> None:
             raise FuzzBug(f"accepted tensor {t.name!r} whose size does not match its shape: {t}")
     if header.data_start + header.data_size != len(data):
         raise FuzzBug("accepted a header that does not cover the file exactly")
+
+
+def _verdict(parse: Callable[[], Header]) -> Header | tuple[type, str]:
+    """The Header, or the SafetensorError's class and message."""
+    try:
+        return parse()
+    except SafetensorError as e:
+        return type(e), str(e)
+
+
+def target_fast_path(data: bytes, rng: random.Random) -> None:
+    """parse_header's private fast paths against the rule set alone (``_careful_header``).
+
+    parse_header gives the rules' Header or raises the rules' error (same class, same message),
+    whichever path it took; and each fast path, json's and msgspec's (the ``fast`` extra, used
+    by parse_header from ``TYPED_FROM`` on), either steps aside (None) or returns exactly the
+    rules' Header, never a Header where the rules refuse.  Its inputs (``fast_path_input``)
+    include headers of 512 KiB and more, so msgspec's path is explored through parse_header.
+    """
+    n = parse_header_length(data[:8], len(data))  # a bad prefix: a clean rejection
+    header, size = data[8 : 8 + n], len(data)
+    careful = _verdict(lambda: header_mod._careful_header(header, size))
+    parsed = _verdict(lambda: parse_header(header, size))
+    if parsed != careful:
+        raise FuzzBug(f"parse_header gives {parsed!r:.300}, the rules {careful!r:.300}")
+    try:
+        text = header.decode("utf-8")
+    except UnicodeDecodeError:
+        return  # neither fast path sees a header that is not UTF-8
+    paths: list[tuple[str, Callable[[], Any]]] = [("json", lambda: header_mod._fast_header(text, n, size))]
+    typed = header_mod._typed_entries()
+    if typed is not None:
+        paths.append(("msgspec", lambda: header_mod._typed_header.fast_header(text, n, size, typed, Header, TensorInfo)))
+    for path, fast in paths:
+        try:
+            answer = fast()
+        except Exception as e:  # a fast path steps aside: it never raises, not even a SafetensorError
+            raise FuzzBug(f"the {path} fast path raised {type(e).__name__}: {e}") from e
+        if answer is not None and answer is not header_mod._typed_header.NOT_CANONICAL and answer != careful:
+            raise FuzzBug(f"the {path} fast path gives {answer!r:.300}, the rules {careful!r:.300}")
 
 
 def target_deserialize(data: bytes, rng: random.Random) -> None:
@@ -225,12 +268,39 @@ def target_differential(data: bytes, rng: random.Random) -> None:
     """Against upstream safetensors: the same verdict at safe_open and in deserialize, and the
     same keys, metadata, dtypes, shapes and bytes wherever both accept (fuzz/differential.py).
     Its inputs come from ``differential_input``; the categories are counted in
-    ``DIFFERENTIAL_COUNTS``."""
+    ``DIFFERENTIAL_COUNTS``.
+
+    ``compare`` sorts every refusal itself, so anything escaping it (a SafetensorError of ours
+    included: it would otherwise pass for a clean rejection, counted nowhere) is a bug.  Such an
+    input, or one cut short by the hang alarm, counts as a disagreement, so the categories
+    always add up to the inputs."""
     try:
         compare(data, _SCRATCH)
     except Disagreement as e:
         DIFFERENTIAL_COUNTS["disagreements"] += 1
         raise FuzzBug(str(e)) from None
+    except Exception as e:
+        DIFFERENTIAL_COUNTS["disagreements"] += 1
+        raise FuzzBug(f"compare() raised {type(e).__name__}: {e}") from e
+    except BaseException:  # the runner's hang alarm: reported by the runner as a hang
+        DIFFERENTIAL_COUNTS["disagreements"] += 1
+        raise
+
+
+_SLOW_START: list[bool] = []  # set once _selftest_slow_start is warmed up
+
+
+def _slow_start() -> None:
+    """The warm-up of ``_selftest_slow_start``: a first import slower than the test's hang limit."""
+    time.sleep(2)
+    _SLOW_START.append(True)
+
+
+def _selftest_slow_start(data: bytes, rng: random.Random) -> None:
+    """Checks the runner warms a target up before it starts the hang alarm: run with
+    ``--hang-seconds 1``, the 2 s warm-up must not be reported as a hang."""
+    if not _SLOW_START:
+        raise FuzzBug("the runner ran the target before its warm-up")
 
 
 def _selftest_crash(data: bytes, rng: random.Random) -> None:
@@ -241,11 +311,13 @@ def _selftest_crash(data: bytes, rng: random.Random) -> None:
 
 
 def _selftest_hang(data: bytes, rng: random.Random) -> None:
-    """Never returns: checks the runner's hang alarm."""
-    import time
-
+    """Never returns, though it swallows every Exception as the differential oracle does:
+    checks the runner's hang alarm still ends it."""
     while True:
-        time.sleep(1)
+        try:
+            time.sleep(1)
+        except Exception:  # noqa: BLE001, S110 - on purpose: the alarm must not be one of these
+            pass
 
 
 TARGETS: dict[str, Callable[[bytes, random.Random], None]] = {
@@ -257,14 +329,62 @@ TARGETS: dict[str, Callable[[bytes, random.Random], None]] = {
     "faces": target_faces,
     "gguf": target_gguf,
     "differential": target_differential,
+    "fast_path": target_fast_path,
     # Names starting with "_" are not part of "all"; they test the runner itself.
     "_selftest_crash": _selftest_crash,
     "_selftest_hang": _selftest_hang,
+    "_selftest_slow_start": _selftest_slow_start,
 }
 
 
+def fast_path_input(rng: random.Random) -> bytes:
+    """The fast_path target's inputs: the differential generator's and the mutators', and one
+    in 16 a header of 512 KiB or more (msgspec's path in parse_header)."""
+    which = rng.randrange(16)
+    if which == 0:
+        return large_input(rng)
+    return differential_input(rng) if which % 2 else random_input(rng)
+
+
 # The input generator of each target (seeded by the input's seed); the others share random_input.
-INPUTS: dict[str, Callable[[random.Random], bytes]] = {"differential": differential_input}
+INPUTS: dict[str, Callable[[random.Random], bytes]] = {"differential": differential_input, "fast_path": fast_path_input}
+
+# Modules targets import on their first input (frameworks, upstream, gguf-py, msgspec): slow
+# to import on a loaded machine.  The runner warms each target up before it starts timing
+# inputs, so such an import is never taken for a hang, nor cut short by the hang alarm (which
+# would leave the module half-imported and every later input failing).
+_LAZY_MODULES = {
+    "open_torch": ("torch",),
+    "faces": ("torch",),
+    "gguf": ("gguf",),
+    "differential": ("numpy", "ml_dtypes", "torch", "safetensors"),
+    "fast_path": ("msgspec",),
+}
+_WARM_UPS: dict[str, Callable[[], None]] = {"_selftest_slow_start": _slow_start}
+
+
+def warm_up(name: str) -> str | None:
+    """Make target ``name``'s first input as cheap as its others: import the modules it loads
+    lazily, then run it once on a small valid file of every dtype, for the lazy imports no list
+    names (our framework adapters, torch's float8 paths...), leaving the differential counts as
+    they were.  The runner's selftests have their own warm-up (or none).  Returns a report
+    when that run found a bug, as ``classify`` does."""
+    if name.startswith("_"):
+        _WARM_UPS.get(name, lambda: None)()
+        return None
+    for module in _LAZY_MODULES.get(name, ()):
+        try:
+            importlib.import_module(module)
+        except ImportError:
+            pass  # an optional package: the target does without it
+    if name == "fast_path":
+        header_mod._typed_entries()  # builds msgspec's decoder, once per process
+    counts = DIFFERENTIAL_COUNTS.copy()
+    try:
+        return classify(name, sample_file(), 0)
+    finally:
+        DIFFERENTIAL_COUNTS.clear()
+        DIFFERENTIAL_COUNTS.update(counts)
 
 
 def input_for(name: str, seed: int) -> bytes:

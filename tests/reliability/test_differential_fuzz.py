@@ -16,8 +16,9 @@ from typing import Any
 import pytest
 from _reliability_helpers import ROOT
 from fuzz import differential
-from fuzz.differential import CATEGORIES, Disagreement, compare, differential_input, summary
+from fuzz.differential import CATEGORIES, Disagreement, compare, differential_input, placed, summary
 from fuzz.gen import DTYPES
+from fuzz.targets import classify
 
 import pysafetensors
 
@@ -68,6 +69,99 @@ def test_the_oracle_can_fail(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(pysafetensors, "deserialize", lambda data: [])
     with pytest.raises(Disagreement, match="deserialize differs"):
         compare(data)
+
+
+def _one(code: str, shape: list[int], data: bytes) -> bytes:
+    return pysafetensors.serialize({"t": {"dtype": code, "shape": shape, "data": data}})
+
+
+# F6 (numpy has no type: upstream's "Dtype not understood", ours through ml_dtypes) and F8
+# (upstream's numpy face fails with AttributeError): our tensor must still be the file's.
+F6 = _one("F6_E2M3", [2, 4], bytes(range(1, 7)))
+F8 = _one("F8_E4M3", [3], b"\x01\x02\x03")
+
+
+def _wrong_tensor(how: str) -> Any:
+    """Our get_tensor, giving a crafted wrong answer."""
+    import numpy as np
+
+    real = pysafetensors.safe_open.get_tensor
+
+    def get_tensor(self: Any, name: str) -> Any:
+        t = real(self, name)
+        if not isinstance(t, np.ndarray):
+            return t  # the torch face is left alone
+        codes = t.view(np.uint8).copy()
+        if how == "byte":
+            codes[1] ^= 1
+        elif how == "high bit":
+            codes[1] |= 0x40  # the same low six bits: a packed comparison alone would miss it
+        elif how == "shape":
+            return t.reshape(1, -1)
+        return codes.view(t.dtype)
+
+    return get_tensor
+
+
+@pytest.mark.parametrize(
+    ("data", "category", "how"),
+    [(F6, "ours_extends", "byte"), (F6, "ours_extends", "high bit"), (F6, "ours_extends", "shape"),
+     (F8, "expected_better", "byte"), (F8, "expected_better", "shape")],
+    ids=["F6-byte", "F6-high-bit", "F6-shape", "F8-byte", "F8-shape"],
+)
+def test_a_tensor_only_ours_gives_must_be_the_files(
+    monkeypatch: pytest.MonkeyPatch, data: bytes, category: str, how: str
+) -> None:
+    assert compare(data) == category
+    monkeypatch.setattr(pysafetensors.safe_open, "get_tensor", _wrong_tensor(how))
+    with pytest.raises(Disagreement, match="numpy get_tensor: ours gives"):
+        compare(data)
+
+
+@pytest.mark.parametrize("message", ["Dtype not understood: F6_E3M2", "File does not contain tensor t", "Dtype not understood"])
+def test_ours_extends_only_where_upstream_refuses_the_dtype(monkeypatch: pytest.MonkeyPatch, message: str) -> None:
+    """Upstream refusing the F6_E2M3 tensor with any other words (a crafted wrong answer) is a disagreement."""
+    import safetensors
+
+    real = safetensors.safe_open
+
+    class Refusing:
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            self._f = real(*args, **kwargs)
+
+        def __enter__(self) -> Any:
+            self._f.__enter__()
+            return self
+
+        def __exit__(self, *exc: object) -> None:
+            self._f.__exit__(*exc)
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(self._f, name)
+
+        def get_tensor(self, name: str) -> Any:
+            raise safetensors.SafetensorError(message)
+
+    assert compare(F6) == "ours_extends"
+    monkeypatch.setattr(safetensors, "safe_open", Refusing)
+    with pytest.raises(Disagreement, match=f"upstream raised SafetensorError: {message}, ours gives the tensor"):
+        compare(F6)
+
+
+def test_an_error_escaping_compare_is_a_bug_and_is_counted(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Our SafetensorError out of a call compare() does not expect to fail is no clean rejection."""
+    data = _one("U8", [2], b"xy")
+    before = placed(differential.COUNTS)
+    assert classify("differential", data, 0) is None
+    assert placed(differential.COUNTS) == before + 1
+
+    def metadata(self: Any) -> Any:
+        raise pysafetensors.SafetensorError("crafted")
+
+    monkeypatch.setattr(pysafetensors.safe_open, "metadata", metadata)
+    report = classify("differential", data, 0)
+    assert report is not None and "compare() raised SafetensorError: crafted" in report
+    assert placed(differential.COUNTS) == before + 2
 
 
 def test_the_issue_example_is_rejected_at_open_by_both() -> None:

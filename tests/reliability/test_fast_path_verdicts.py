@@ -4,6 +4,8 @@ header the rules return.  And parse_header's error is always the first problem c
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import importlib.util
 import random
 from pathlib import Path
@@ -13,6 +15,7 @@ import pytest
 from _reliability_helpers import ROOT
 from fuzz.differential import differential_input
 from fuzz.gen import random_input
+from fuzz.targets import classify, fast_path_input
 from test_differential_verdicts import CASES
 
 from pysafetensors.errors import SafetensorError
@@ -124,3 +127,57 @@ def test_validate_agrees_with_the_reader_on_files(backend: str, tmp_path: Path) 
         except SafetensorError as e:
             assert not r.valid and r.problems, seed
             assert str(e).endswith(r.problems[0].message), (seed, str(e), r.problems[0].message)
+
+
+def test_the_fast_path_fuzz_target_reaches_msgspec_through_parse_header(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The fast_path target's large inputs (one draw in 16) take msgspec's path inside
+    parse_header, which accepts some of them, and the target finds nothing wrong."""
+    real = header_mod._typed_header.fast_header
+    accepted: list[int] = []
+
+    def counting(text: str, n: int, *args: Any) -> Any:
+        answer = real(text, n, *args)
+        accepted.extend([n] if isinstance(answer, Header) else [])
+        return answer
+
+    large = [s for s in range(400) if random.Random(s).randrange(16) == 0][:12]  # fast_path_input's first draw
+    inputs = {s: fast_path_input(random.Random(s)) for s in large}
+    assert sum(int.from_bytes(d[:8], "little") >= header_mod.TYPED_FROM for d in inputs.values()) > len(inputs) // 2
+    monkeypatch.setattr(header_mod._typed_header, "fast_header", counting)
+    for split in filter(None, map(_header, inputs.values())):
+        with contextlib.suppress(SafetensorError):
+            parse_header(*split)
+    assert accepted and min(accepted) >= header_mod.TYPED_FROM, accepted
+    monkeypatch.undo()
+    bugs = [(s, report) for s, data in inputs.items() if (report := classify("fast_path", data, s))]
+    assert not bugs, bugs[0]
+
+
+def _valid() -> bytes:
+    from pysafetensors import serialize
+
+    return serialize({"t": {"dtype": "U8", "shape": [2], "data": b"xy"}}, metadata={"k": "v"})
+
+
+@pytest.mark.parametrize("wrong", ["json accepts", "json differs", "msgspec differs", "msgspec raises"])
+def test_the_fast_path_fuzz_target_can_fail(monkeypatch: pytest.MonkeyPatch, wrong: str) -> None:
+    """A fast path giving a crafted wrong answer is reported, on a small header (msgspec not
+    used by parse_header) and on a refused one."""
+    data = _valid()
+    assert classify("fast_path", data, 0) is None
+    other = dataclasses.replace(parse_header(*_header(data)), metadata={"k": "w"})  # type: ignore[misc]
+    if wrong == "json accepts":
+        data = data[:-1]  # the rules refuse: the data is a byte short
+        monkeypatch.setattr(header_mod, "_fast_header", lambda text, n, size: other)
+        expected = "parse_header gives"
+    elif wrong == "json differs":
+        monkeypatch.setattr(header_mod, "_fast_header", lambda text, n, size: other)
+        expected = "parse_header gives"
+    elif wrong == "msgspec differs":
+        monkeypatch.setattr(header_mod._typed_header, "fast_header", lambda *args: other)
+        expected = "the msgspec fast path gives"
+    else:
+        monkeypatch.setattr(header_mod._typed_header, "fast_header", lambda *args: 1 // 0)
+        expected = "the msgspec fast path raised ZeroDivisionError"
+    report = classify("fast_path", data, 0)
+    assert report is not None and expected in report, report

@@ -11,7 +11,7 @@ import sys
 
 import numpy as np
 import pytest
-from _reliability_helpers import ROOT
+from _reliability_helpers import ROOT, run_python
 from fuzz.gen import random_input
 from fuzz.targets import TARGETS, classify
 
@@ -58,6 +58,42 @@ def test_runner_reports_a_hang(tmp_path: object) -> None:
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "Hang" in proc.stdout and "seed 3" in proc.stderr
     assert (tmp_path / "_selftest_hang-3.safetensors").exists()  # type: ignore[operator]
+
+
+def test_runner_warms_targets_up_before_the_hang_alarm(tmp_path: object) -> None:
+    """A target whose warm-up (its first imports) outlasts the hang limit is not reported as
+    hanging: the alarm times only the inputs.  (A slow first ``import torch`` under load once
+    tripped the alarm and left torch half-imported for every later input.)"""
+    proc = _run("--target", "_selftest_slow_start", "--hang-seconds", "1", "--seconds", "30", "--seed", "3",
+                "--count", "2", "--crash-dir", str(tmp_path))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "2 inputs" in proc.stdout and "no bugs" in proc.stdout
+
+
+def test_warm_up_imports_what_the_differential_target_loads_lazily() -> None:
+    pytest.importorskip("safetensors")
+    pytest.importorskip("torch")
+    code = (
+        "import sys\n"
+        "from fuzz.targets import DIFFERENTIAL_COUNTS, warm_up\n"
+        "lazy = ('torch', 'safetensors', 'ml_dtypes', 'pysafetensors._adapters.torch')\n"
+        "print(sorted(m for m in lazy if m in sys.modules))\n"
+        "print(warm_up('differential'), sorted(m for m in lazy if m in sys.modules), sum(DIFFERENTIAL_COUNTS.values()))\n"
+    )
+    proc = run_python(code, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines() == [
+        "[]",
+        "None ['ml_dtypes', 'pysafetensors._adapters.torch', 'safetensors', 'torch'] 0",  # and counted nothing
+    ]
+
+
+def test_help_lists_every_target() -> None:
+    proc = _run("--help")
+    assert proc.returncode == 0, proc.stderr
+    listed = " ".join(proc.stdout.split()).split("comma list of: ")[1].split(" --")[0]
+    assert listed.split(", ") == [t for t in TARGETS if not t.startswith("_")]
+    assert "gguf" in listed  # the one a hand-written list had left out
 
 
 # --- regressions ---------------------------------------------------------------------------
