@@ -22,7 +22,7 @@ from ..errors import GGUFError, GGUFUnsupported
 from ..format.dtypes import BY_CODE, DType
 from ..writer import IncrementalWriter
 from .header import GGUFArray, GGUFHeader, GGUFTensorInfo
-from .names import hf_names, qk_heads
+from .names import hf_names, qk_order
 from .reader import GGUFFile
 from .types import PLAIN_TYPES, ValueType
 
@@ -43,6 +43,9 @@ class GGUFConversion:
     renamed: int = 0
     unmapped: list[str] = field(default_factory=list)
     unpermuted: list[str] = field(default_factory=list)
+    #: output name -> why its rows were written in GGUF order although llama.cpp may have
+    #: rearranged them (q/k of an architecture not known either way, rows that do not split)
+    left_in_gguf_order: dict[str, str] = field(default_factory=dict)
     dtype: str = "f32"
     architecture: str | None = None
 
@@ -98,6 +101,7 @@ def _plan(gguf: GGUFFile, dtype: str, hf: bool, report: GGUFConversion) -> list[
     mapping = hf_names(header) if hf else None
     if mapping is not None:
         report.unmapped = list(mapping.unmapped)
+    heads, left = qk_order(header, mapping.hf) if mapping is not None else ({}, {})
     planned: list[_Planned] = []
     taken: dict[str, str] = {}
     for info in header.tensors:
@@ -110,12 +114,13 @@ def _plan(gguf: GGUFFile, dtype: str, hf: bool, report: GGUFConversion) -> list[
             raise GGUFError(f"tensors {taken[out_name]!r} and {info.name!r} would both be written as {out_name!r}",
                             tensor=info.name)
         taken[out_name] = info.name
-        heads = qk_heads(header, info.name) if mapping is not None and out_name != info.name else None
         if out_name != info.name:
             report.renamed += 1
-        if heads is not None:
+        if info.name in heads:
             report.unpermuted.append(out_name)
-        planned.append(_Planned(info, out_name, BY_CODE[code], heads))
+        if info.name in left:
+            report.left_in_gguf_order[out_name] = f"{info.name}: {left[info.name]}"
+        planned.append(_Planned(info, out_name, BY_CODE[code], heads.get(info.name)))
     return planned
 
 
@@ -136,7 +141,9 @@ def convert_gguf(
             keep theirs); ``keep`` writes plain tensors as they are and refuses quantized ones
             (before anything is written).
         hf: use Hugging Face names where gguf-py knows the architecture, undoing llama.cpp's
-            q/k permutation; names it cannot map keep their GGUF name (listed in ``unmapped``).
+            q/k permutation (:data:`~pysafetensors.gguf.names.PERMUTED_QK`); names it cannot map
+            keep their GGUF name (listed in ``unmapped``), and tensors whose rows llama.cpp may
+            have rearranged but which are written as stored are listed in ``left_in_gguf_order``.
         progress: called with the output byte count of each chunk as it is written.
         metadata: extra ``__metadata__`` entries, added to (and winning over) the ``gguf.*`` ones.
     """
