@@ -21,7 +21,7 @@ from .._adapters.numpy import numpy_dtype
 from ..errors import GGUFError, GGUFUnsupported
 from ..format.dtypes import BY_CODE, DType
 from ..writer import IncrementalWriter
-from .header import GGUFArray, GGUFHeader, GGUFTensorInfo
+from .header import GGUFArray, GGUFHeader, GGUFNumbers, GGUFTensorInfo
 from .names import hf_names, qk_order
 from .reader import GGUFFile
 from .types import PLAIN_TYPES, ValueType
@@ -50,19 +50,33 @@ class GGUFConversion:
     architecture: str | None = None
 
 
+_SEPARATORS = (",", ":")
+#: items of a numeric array written as JSON at a time (a bounded number of Python objects)
+_CHUNK = 1 << 16
+
+
 def metadata_string(value_type: ValueType, value: Any) -> str:
     """A GGUF metadata value as a safetensors metadata string."""
     if value_type is ValueType.STRING:
         return str(value)
-    return json.dumps(_plain(value_type, value), ensure_ascii=False, separators=(",", ":"))
-
-
-def _plain(value_type: ValueType, value: Any) -> Any:
     if isinstance(value, GGUFArray):
-        return [_plain(value.item_type, v) for v in value.items]
+        return _json_array(value)
     if value_type is ValueType.BOOL:
-        return bool(value)
-    return value
+        value = bool(value)
+    return json.dumps(value, ensure_ascii=False, separators=_SEPARATORS)
+
+
+def _json_array(array: GGUFArray) -> str:
+    """``json.dumps`` of the array as a list, compact; a numeric one a chunk of items at a time."""
+    items = array.items
+    if isinstance(items, GGUFNumbers):
+        parts = [json.dumps(items[lo : lo + _CHUNK], separators=_SEPARATORS)[1:-1]
+                 for lo in range(0, len(items), _CHUNK)]
+    elif array.item_type is ValueType.ARRAY:
+        parts = [_json_array(item) for item in items]
+    else:
+        return json.dumps(list(items), ensure_ascii=False, separators=_SEPARATORS)
+    return "[" + ",".join(parts) + "]"
 
 
 def gguf_metadata(header: GGUFHeader) -> dict[str, str]:
