@@ -4,7 +4,8 @@ The output's layout is planned from the GGUF header alone (names, dtypes, shapes
 header written first (:class:`~pysafetensors.writer.IncrementalWriter`); then each tensor is
 read, dequantized (gguf-py), cast and written in chunks of whole rows (or, for un-permuted q/k
 weights, whole attention heads), so peak memory is a chunk, not a tensor and never the model.
-The file appears only when complete (temp file + rename).  GGUF metadata is kept as
+The file appears only when complete (temp file + rename; a URL output is staged locally and
+uploaded all or nothing).  GGUF metadata is kept as
 ``gguf.<key>`` string entries of ``__metadata__`` (numbers in decimal, booleans
 ``true``/``false``, arrays as JSON) plus ``gguf.version``.
 """
@@ -20,6 +21,7 @@ from typing import Any
 from .._adapters.numpy import numpy_dtype
 from ..errors import GGUFError, GGUFUnsupported
 from ..format.dtypes import BY_CODE, DType
+from ..io.redact import redact_url
 from ..writer import IncrementalWriter
 from .header import GGUFArray, GGUFHeader, GGUFNumbers, GGUFTensorInfo
 from .names import hf_names, qk_order
@@ -147,8 +149,14 @@ def convert_gguf(
     progress: Callable[[int], None] | None = None,
     durable: bool | None = None,
     metadata: Mapping[str, str] | None = None,
+    storage_options: Mapping[str, Any] | None = None,
 ) -> GGUFConversion:
     """Write every tensor of ``gguf`` to ``output`` as safetensors (atomic: temp file + rename).
+
+    ``output`` may be an fsspec URL (``s3://bucket/model.safetensors``, ``memory://...``;
+    ``storage_options`` for its filesystem, as for reading): the incremental writer stages the
+    file in a local temp file and uploads it when complete, all or nothing, as ``convert_file``
+    and ``open_writer`` do (the output is byte-identical to a local conversion).
 
     Args:
         dtype: ``f32``/``f16``/``bf16`` dequantize float tensors to that type (integer tensors
@@ -165,11 +173,11 @@ def convert_gguf(
 
     if dtype not in DTYPES:
         raise ValueError(f"dtype must be one of {', '.join(DTYPES)}, not {dtype!r}")
-    report = GGUFConversion(os.fspath(output), dtype=dtype, architecture=gguf.header.architecture)
+    report = GGUFConversion(redact_url(os.fspath(output)), dtype=dtype, architecture=gguf.header.architecture)
     planned = _plan(gguf, dtype, hf, report)
     meta = {**gguf_metadata(gguf.header), **(metadata or {})}
     specs = {p.name: (p.dtype, p.info.shape) for p in planned}
-    with IncrementalWriter(output, specs, meta, durable=durable) as writer:
+    with IncrementalWriter(output, specs, meta, durable=durable, storage_options=storage_options) as writer:
         for p in planned:
             out_type = numpy_dtype(p.dtype)
             values = gguf.decoded(p.info.name, p.heads)
