@@ -153,7 +153,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=None, help="first seed (default: random, printed)")
     p.add_argument("--count", type=int, default=None, help="stop after this many inputs")
     p.add_argument("--target", default="all",
-                   help="all, or a comma list of: header, deserialize, open_bytes, open_file, open_torch, faces, differential")
+                   help="all, or a comma list of: header, deserialize, open_bytes, open_file, open_torch, faces, differential, gguf")
     p.add_argument("--hang-seconds", type=int, default=10)
     p.add_argument("--crash-dir", default=str(ROOT / "fuzz" / "crashes"))
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
