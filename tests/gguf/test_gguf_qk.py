@@ -194,6 +194,10 @@ def test_rows_of_an_unknown_architecture_are_reported(arch: str, prefix: str, tm
         np.testing.assert_array_equal(back[out_name], tensors[why.split(":")[0]][0])
     code, d = cli_json("convert", g, tmp_path / "cli.safetensors", "--hf-names")
     assert code == 0 and d["left_in_gguf_order"] == report.left_in_gguf_order
+    r = diff_files(str(g), str(tmp_path / "back.safetensors"), values=True)
+    assert isinstance(r, GGUFDiffResult) and r.same and r.left_in_gguf_order == report.left_in_gguf_order
+    code, d = cli_json("diff", g, tmp_path / "back.safetensors")
+    assert code == 0 and d["left_in_gguf_order"] == report.left_in_gguf_order
 
 
 def test_rows_that_do_not_split_into_heads_are_reported(tmp_path: Path) -> None:
