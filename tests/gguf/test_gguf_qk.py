@@ -19,10 +19,12 @@ from gguf_helpers import V, cli_json, gguf, write_gguf
 from safetensors import numpy as upstream_numpy
 
 from pysafetensors.gguf import GGUFFile
+from pysafetensors.gguf import convert as gguf_convert
 from pysafetensors.gguf.convert import convert_gguf
 from pysafetensors.gguf.names import PERMUTED_QK, UNPERMUTED_QK_ARCHS
 from pysafetensors.io.sources import MmapSource
 from pysafetensors.numpy import save_file
+from pysafetensors.tools import _chunks
 from pysafetensors.tools.diff import GGUFDiffResult, diff_files
 
 
@@ -120,8 +122,15 @@ CASES = {
 }
 
 
+@pytest.fixture
+def small_chunks(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Chunks of 7 elements: smaller than a row, a head or a bias, so every slice is widened."""
+    monkeypatch.setattr(_chunks, "CHUNK_ELEMENTS", 7)
+    monkeypatch.setattr(gguf_convert, "CHUNK_ELEMENTS", 7)
+
+
 @pytest.mark.parametrize("arch", sorted(CASES))
-def test_hf_names_round_trip_to_the_source(arch: str, tmp_path: Path) -> None:
+def test_hf_names_round_trip_to_the_source(arch: str, tmp_path: Path, small_chunks: None) -> None:
     heads, permute, biases, per_layer = CASES[arch]
     source = attention_source(heads)
     g = convert_like_llama_cpp(tmp_path / "m.gguf", arch, source, heads, permute=permute,
@@ -133,7 +142,7 @@ def test_hf_names_round_trip_to_the_source(arch: str, tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("arch", ["granite", "deci", "xverse"])
-def test_diff_against_the_source_is_identical(arch: str, tmp_path: Path) -> None:
+def test_diff_against_the_source_is_identical(arch: str, tmp_path: Path, small_chunks: None) -> None:
     heads, permute, biases, per_layer = CASES[arch]
     source = attention_source(heads, seed=1)
     st = tmp_path / "src.safetensors"
