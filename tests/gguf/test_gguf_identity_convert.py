@@ -15,17 +15,30 @@ import safetensors.numpy as upstream_numpy  # the oracle reads what we wrote
 from gguf_helpers import EVERY_VALUE, Q, V, gguf, llama_gguf, llama_source, mixed_tensors, quants, write_gguf
 
 from pysafetensors.errors import GGUFUnsupported
-from pysafetensors.gguf import GGUFFile
+from pysafetensors.gguf import GGUFFile, parse_gguf_bytes
 from pysafetensors.gguf.convert import convert_gguf
-from pysafetensors.gguf.identity import gguf_identity
+from pysafetensors.gguf.identity import gguf_identity, identity_document
 from pysafetensors.gguf.names import hf_names
 from pysafetensors.io.sources import MmapSource
 
 ARRAYS = {
-    "test.arr.f32": ([0.1, -2.0], V.FLOAT32),
-    "test.arr.str": (["x\u0007", "é"], V.STRING),
+    "test.arr.f32": ([0.1, -2.0, float("nan"), -0.0], V.FLOAT32),
+    "test.arr.str": (["x\u0007", "é", "cr\r del\x7f"], V.STRING),
     "test.arr.nested": ([[1, 2], [3]], V.ARRAY),
+    "test.arr.u8": ([0, 255], V.UINT8),
+    "test.arr.i8": ([-128, 127], V.INT8),
+    "test.arr.u16": ([65535], V.UINT16),
+    "test.arr.i16": ([-32768], V.INT16),
+    "test.arr.u32": ([4_000_000_000], V.UINT32),
+    "test.arr.i32": ([-7, 7], V.INT32),
+    "test.arr.u64": ([2**64 - 1], V.UINT64),
+    "test.arr.i64": ([-(2**63)], V.INT64),
+    "test.arr.f64": ([float("-inf"), 1e-310], V.FLOAT64),
+    "test.arr.bool": ([True, False], V.BOOL),
 }
+#: every ASCII control the canonical form escapes (CR, DEL, NUL...), and non-ASCII ones it keeps raw
+CONTROLS_TEXT = "cr\r lf\n tab\t del\x7f nul\x00 bs\x08 vt\x0b ff\x0c esc\x1b us\x1f c1\x85 ls\u2028 \"q\" b\\s"
+CONTROLS = {"test.controls": (CONTROLS_TEXT, V.STRING)}
 
 
 # --- an independent reading of the ID's description -------------------------------------------
@@ -48,10 +61,6 @@ def _wi_string(s: str) -> str:
         else:
             out += ch
     return out + '"'
-
-
-def _wi_value(field: object, types: list, data_index: int | None = None) -> str:  # type: ignore[type-arg]
-    raise NotImplementedError
 
 
 def _wi_canon(vtype: int, value: object, sub: list[int]) -> str:
@@ -96,11 +105,42 @@ def _reference_id(path: Path) -> str:
 
 
 def test_identity_matches_independent_implementation(tmp_path: Path) -> None:
-    path = write_gguf(tmp_path / "id.gguf", mixed_tensors(), kv=EVERY_VALUE, arrays=ARRAYS)
+    path = write_gguf(tmp_path / "id.gguf", mixed_tensors(), kv=EVERY_VALUE | CONTROLS, arrays=ARRAYS)
     with GGUFFile(MmapSource(path)) as f:
         ours = gguf_identity(f.header)
     assert ours.short == _reference_id(path)
     assert len(ours.sha256) == 64
+
+
+def test_controls_are_escaped_in_the_canonical_text(tmp_path: Path) -> None:
+    """The canonical string of the controls' value, spelled out (so the reference cannot share a
+    mistake with the code): CR, DEL and the other ASCII controls escaped, non-ASCII kept raw."""
+    path = write_gguf(tmp_path / "c.gguf", {}, kv=CONTROLS)
+    with GGUFFile(MmapSource(path)) as f:
+        doc = json.loads(identity_document(f.header))
+    assert doc["metadata"]["test.controls"] == (
+        '"cr\\r lf\\n tab\\t del\\u007f nul\\u0000 bs\\u0008 vt\\u000b ff\\u000c esc\\u001b us\\u001f '
+        'c1\x85 ls\u2028 \\"q\\" b\\\\s"')
+
+
+def tiny_gguf_header() -> bytes:
+    """weight-inspect's tests/fixtures/tiny.gguf (las7/weight-inspect, scripts/create_test_fixtures.py):
+    a header only, version 3, general.architecture = "llama" and one F32 tensor of GGUF dims
+    [64, 128] at offset 0, with no data section."""
+    def text(b: bytes) -> bytes:
+        return struct.pack("<Q", len(b)) + b
+
+    kv = text(b"general.architecture") + struct.pack("<I", 8) + text(b"llama")
+    info = text(b"test.weight.0") + struct.pack("<IQQIQ", 2, 64, 128, 0, 0)
+    return b"GGUF" + struct.pack("<IQQ", 3, 1, 1) + kv + info
+
+
+def test_identity_of_a_header_alone_is_weight_inspects_golden() -> None:
+    """The ID needs only the header: parsed on its own (no layout check, no data), weight-inspect's
+    own fixture gives its golden ID (tests/golden/id_tiny_gguf.txt)."""
+    ident = gguf_identity(parse_gguf_bytes(tiny_gguf_header()))
+    assert ident.sha256 == "d775e08a3e69f1edce0f3230ecc28841dd1c871f467529a0a8e7aa361b671202"
+    assert ident.short == "wi:gguf:3:d775e08a"
 
 
 def test_identity_changes_with_metadata_and_types(tmp_path: Path) -> None:

@@ -7,7 +7,16 @@ names to Hugging Face's, and ``convert`` streams a GGUF into a safetensors file.
 """
 
 from .check import GGUFProblem, check_layout, require_valid
-from .header import GGUFArray, GGUFField, GGUFHeader, GGUFTensorInfo, is_gguf, parse_gguf_bytes, parse_gguf_header
+from .header import (
+    GGUFArray,
+    GGUFField,
+    GGUFHeader,
+    GGUFNumbers,
+    GGUFTensorInfo,
+    is_gguf,
+    parse_gguf_bytes,
+    parse_gguf_header,
+)
 from .reader import GGUFFile
 
 __all__ = [
@@ -15,6 +24,7 @@ __all__ = [
     "GGUFField",
     "GGUFFile",
     "GGUFHeader",
+    "GGUFNumbers",
     "GGUFProblem",
     "GGUFTensorInfo",
     "check_layout",

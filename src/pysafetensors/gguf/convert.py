@@ -4,7 +4,8 @@ The output's layout is planned from the GGUF header alone (names, dtypes, shapes
 header written first (:class:`~pysafetensors.writer.IncrementalWriter`); then each tensor is
 read, dequantized (gguf-py), cast and written in chunks of whole rows (or, for un-permuted q/k
 weights, whole attention heads), so peak memory is a chunk, not a tensor and never the model.
-The file appears only when complete (temp file + rename).  GGUF metadata is kept as
+The file appears only when complete (temp file + rename; a URL output is staged locally and
+uploaded all or nothing).  GGUF metadata is kept as
 ``gguf.<key>`` string entries of ``__metadata__`` (numbers in decimal, booleans
 ``true``/``false``, arrays as JSON) plus ``gguf.version``.
 """
@@ -20,9 +21,10 @@ from typing import Any
 from .._adapters.numpy import numpy_dtype
 from ..errors import GGUFError, GGUFUnsupported
 from ..format.dtypes import BY_CODE, DType
+from ..io.redact import redact_url
 from ..writer import IncrementalWriter
-from .header import GGUFArray, GGUFHeader, GGUFTensorInfo
-from .names import hf_names, qk_heads
+from .header import GGUFArray, GGUFHeader, GGUFNumbers, GGUFTensorInfo
+from .names import hf_names, qk_order
 from .reader import GGUFFile
 from .types import PLAIN_TYPES, ValueType
 
@@ -43,23 +45,40 @@ class GGUFConversion:
     renamed: int = 0
     unmapped: list[str] = field(default_factory=list)
     unpermuted: list[str] = field(default_factory=list)
+    #: output name -> why its rows were written in GGUF order although llama.cpp may have
+    #: rearranged them (q/k of an architecture not known either way, rows that do not split)
+    left_in_gguf_order: dict[str, str] = field(default_factory=dict)
     dtype: str = "f32"
     architecture: str | None = None
+
+
+_SEPARATORS = (",", ":")
+#: items of a numeric array written as JSON at a time (a bounded number of Python objects)
+_CHUNK = 1 << 16
 
 
 def metadata_string(value_type: ValueType, value: Any) -> str:
     """A GGUF metadata value as a safetensors metadata string."""
     if value_type is ValueType.STRING:
         return str(value)
-    return json.dumps(_plain(value_type, value), ensure_ascii=False, separators=(",", ":"))
-
-
-def _plain(value_type: ValueType, value: Any) -> Any:
     if isinstance(value, GGUFArray):
-        return [_plain(value.item_type, v) for v in value.items]
+        return _json_array(value)
     if value_type is ValueType.BOOL:
-        return bool(value)
-    return value
+        value = bool(value)
+    return json.dumps(value, ensure_ascii=False, separators=_SEPARATORS)
+
+
+def _json_array(array: GGUFArray) -> str:
+    """``json.dumps`` of the array as a list, compact; a numeric one a chunk of items at a time."""
+    items = array.items
+    if isinstance(items, GGUFNumbers):
+        parts = [json.dumps(items[lo : lo + _CHUNK], separators=_SEPARATORS)[1:-1]
+                 for lo in range(0, len(items), _CHUNK)]
+    elif array.item_type is ValueType.ARRAY:
+        parts = [_json_array(item) for item in items]
+    else:
+        return json.dumps(list(items), ensure_ascii=False, separators=_SEPARATORS)
+    return "[" + ",".join(parts) + "]"
 
 
 def gguf_metadata(header: GGUFHeader) -> dict[str, str]:
@@ -98,6 +117,7 @@ def _plan(gguf: GGUFFile, dtype: str, hf: bool, report: GGUFConversion) -> list[
     mapping = hf_names(header) if hf else None
     if mapping is not None:
         report.unmapped = list(mapping.unmapped)
+    heads, left = qk_order(header, mapping.hf) if mapping is not None else ({}, {})
     planned: list[_Planned] = []
     taken: dict[str, str] = {}
     for info in header.tensors:
@@ -110,12 +130,13 @@ def _plan(gguf: GGUFFile, dtype: str, hf: bool, report: GGUFConversion) -> list[
             raise GGUFError(f"tensors {taken[out_name]!r} and {info.name!r} would both be written as {out_name!r}",
                             tensor=info.name)
         taken[out_name] = info.name
-        heads = qk_heads(header, info.name) if mapping is not None and out_name != info.name else None
         if out_name != info.name:
             report.renamed += 1
-        if heads is not None:
+        if info.name in heads:
             report.unpermuted.append(out_name)
-        planned.append(_Planned(info, out_name, BY_CODE[code], heads))
+        if info.name in left:
+            report.left_in_gguf_order[out_name] = f"{info.name}: {left[info.name]}"
+        planned.append(_Planned(info, out_name, BY_CODE[code], heads.get(info.name)))
     return planned
 
 
@@ -128,15 +149,23 @@ def convert_gguf(
     progress: Callable[[int], None] | None = None,
     durable: bool | None = None,
     metadata: Mapping[str, str] | None = None,
+    storage_options: Mapping[str, Any] | None = None,
 ) -> GGUFConversion:
     """Write every tensor of ``gguf`` to ``output`` as safetensors (atomic: temp file + rename).
+
+    ``output`` may be an fsspec URL (``s3://bucket/model.safetensors``, ``memory://...``;
+    ``storage_options`` for its filesystem, as for reading): the incremental writer stages the
+    file in a local temp file and uploads it when complete, all or nothing, as ``convert_file``
+    and ``open_writer`` do (the output is byte-identical to a local conversion).
 
     Args:
         dtype: ``f32``/``f16``/``bf16`` dequantize float tensors to that type (integer tensors
             keep theirs); ``keep`` writes plain tensors as they are and refuses quantized ones
             (before anything is written).
         hf: use Hugging Face names where gguf-py knows the architecture, undoing llama.cpp's
-            q/k permutation; names it cannot map keep their GGUF name (listed in ``unmapped``).
+            q/k permutation (:data:`~pysafetensors.gguf.names.PERMUTED_QK`); names it cannot map
+            keep their GGUF name (listed in ``unmapped``), and tensors whose rows llama.cpp may
+            have rearranged but which are written as stored are listed in ``left_in_gguf_order``.
         progress: called with the output byte count of each chunk as it is written.
         metadata: extra ``__metadata__`` entries, added to (and winning over) the ``gguf.*`` ones.
     """
@@ -144,11 +173,11 @@ def convert_gguf(
 
     if dtype not in DTYPES:
         raise ValueError(f"dtype must be one of {', '.join(DTYPES)}, not {dtype!r}")
-    report = GGUFConversion(os.fspath(output), dtype=dtype, architecture=gguf.header.architecture)
+    report = GGUFConversion(redact_url(os.fspath(output)), dtype=dtype, architecture=gguf.header.architecture)
     planned = _plan(gguf, dtype, hf, report)
     meta = {**gguf_metadata(gguf.header), **(metadata or {})}
     specs = {p.name: (p.dtype, p.info.shape) for p in planned}
-    with IncrementalWriter(output, specs, meta, durable=durable) as writer:
+    with IncrementalWriter(output, specs, meta, durable=durable, storage_options=storage_options) as writer:
         for p in planned:
             out_type = numpy_dtype(p.dtype)
             values = gguf.decoded(p.info.name, p.heads)

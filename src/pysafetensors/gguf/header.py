@@ -15,10 +15,11 @@ to :func:`pysafetensors.gguf.check.check_layout`, which lists every one.
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable
+import sys
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from math import prod
-from typing import Any
+from typing import Any, overload
 
 from ..errors import GGUFError
 from .types import (
@@ -46,12 +47,83 @@ _MAX_READ = 16 * 1024 * 1024
 Reader = Callable[[int, int], bytes]
 
 
+class GGUFNumbers(Sequence[Any]):
+    """The items of a numeric or boolean metadata array, kept as the file's little-endian bytes.
+
+    A Python int or float per item would take some 18 times the bytes the file spends on it (a
+    tokenizer's scores, a crafted 10 MB ``uint8`` array); here the items cost their own size.
+    It reads like a read-only list: an index gives the value (``int``, ``float`` widened from
+    float32, ``bool``), a slice a list, iteration the values one at a time, ``==`` compares
+    with any sequence item by item; :meth:`tolist` gives them all as Python values.
+    """
+
+    __slots__ = ("_raw", "_size", "_view", "format")
+
+    def __init__(self, raw: bytes, fmt: str) -> None:
+        self._raw = raw
+        self.format = fmt  # a struct code without byte order: "B", "i", "f", "?"...
+        self._size = struct.calcsize("<" + fmt)
+        # A typed view where the machine reads GGUF's byte order and sizes natively (every
+        # little-endian platform); elsewhere items are unpacked one by one.
+        native = sys.byteorder == "little" and struct.calcsize(fmt) == self._size
+        self._view: memoryview | None = memoryview(raw).cast(fmt) if native else None  # type: ignore[call-overload]
+
+    @property
+    def nbytes(self) -> int:
+        return len(self._raw)
+
+    def __len__(self) -> int:
+        return len(self._raw) // self._size
+
+    @overload
+    def __getitem__(self, index: int) -> Any: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[Any]: ...
+
+    def __getitem__(self, index: int | slice) -> Any:
+        if isinstance(index, slice):
+            if self._view is not None:
+                return self._view[index].tolist()
+            return [self[i] for i in range(*index.indices(len(self)))]
+        n = len(self)
+        i = index + n if index < 0 else index
+        if not 0 <= i < n:
+            raise IndexError("GGUF array index out of range")
+        if self._view is not None:
+            return self._view[i]
+        return struct.unpack_from("<" + self.format, self._raw, i * self._size)[0]
+
+    def __iter__(self) -> Iterator[Any]:
+        if self._view is not None:
+            return iter(self._view)
+        return (v for (v,) in struct.iter_unpack("<" + self.format, self._raw))
+
+    def tolist(self) -> list[Any]:
+        return self._view.tolist() if self._view is not None else list(self)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Sequence) or isinstance(other, (str, bytes, bytearray)):
+            return NotImplemented
+        return len(self) == len(other) and all(a == b for a, b in zip(self, other))
+
+    __hash__ = None  # type: ignore[assignment]  # mutable-list semantics: like the list it stands for
+
+    def __repr__(self) -> str:
+        shown = ", ".join(map(repr, self[:8]))
+        return f"GGUFNumbers([{shown}{', ...' if len(self) > 8 else ''}], format={self.format!r}, len={len(self)})"
+
+
 @dataclass(frozen=True)
 class GGUFArray:
-    """A metadata array: the type of its items and the items (nested arrays are GGUFArrays)."""
+    """A metadata array: the type of its items and the items.
+
+    Numbers and booleans are a :class:`GGUFNumbers` (compact), strings a list of str, nested
+    arrays a list of GGUFArrays.
+    """
 
     item_type: ValueType
-    items: list[Any]
+    items: Sequence[Any]
 
     def __len__(self) -> int:
         return len(self.items)
@@ -85,11 +157,13 @@ def type_name(value_type: ValueType, value: Any = None) -> str:
 
 
 def plain_value(value: Any) -> Any:
-    """A metadata value as plain Python: GGUFArrays become lists (recursively)."""
+    """A metadata value as plain Python: GGUFArrays become lists (recursively).  A numeric
+    array then takes a Python object per item: the tools keep :class:`GGUFNumbers` instead."""
     if isinstance(value, GGUFArray):
         if value.item_type is ValueType.ARRAY:
             return [plain_value(v) for v in value.items]
-        return list(value.items)
+        items = value.items
+        return items.tolist() if isinstance(items, GGUFNumbers) else list(items)
     return value
 
 
@@ -315,7 +389,7 @@ class _Parser:
         if item_type in SCALAR_FORMATS:
             size = SCALAR_SIZES[item_type]
             raw = self.c.take(n * size, f"array {key!r}")
-            return GGUFArray(item_type, list(struct.unpack(f"<{n}{SCALAR_FORMATS[item_type]}", raw)))
+            return GGUFArray(item_type, GGUFNumbers(bytes(raw), SCALAR_FORMATS[item_type]))
         if item_type is ValueType.STRING:
             return GGUFArray(item_type, self.strings(n, key))
         return GGUFArray(item_type, [self.value(item_type, key, depth) for _ in range(n)])
@@ -412,6 +486,7 @@ __all__ = [
     "GGUFArray",
     "GGUFField",
     "GGUFHeader",
+    "GGUFNumbers",
     "GGUFTensorInfo",
     "is_gguf",
     "parse_gguf_bytes",

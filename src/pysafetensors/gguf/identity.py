@@ -15,7 +15,7 @@ import struct
 from dataclasses import dataclass
 from typing import Any
 
-from .header import GGUFArray, GGUFHeader
+from .header import GGUFArray, GGUFHeader, GGUFNumbers
 from .types import ValueType
 
 #: bytes per element for the types weight-inspect counts; every other (quantized) type counts 0
@@ -35,11 +35,21 @@ def _escape(text: str) -> str:
     return '"' + "".join(out) + '"'
 
 
+#: items of a numeric array turned into text at a time (a bounded number of Python objects)
+_CHUNK = 1 << 16
+
+
 def canonical_value(value_type: ValueType, value: Any) -> str:
     """The canonical string of one metadata value (recursing into arrays)."""
     if value_type is ValueType.ARRAY:
         assert isinstance(value, GGUFArray)
-        return "[" + ",".join(canonical_value(value.item_type, item) for item in value.items) + "]"
+        items = value.items
+        if isinstance(items, GGUFNumbers):
+            parts = [",".join(_canonical_numbers(value.item_type, items[lo : lo + _CHUNK]))
+                     for lo in range(0, len(items), _CHUNK)]
+        else:
+            parts = [canonical_value(value.item_type, item) for item in items]
+        return "[" + ",".join(parts) + "]"
     if value_type is ValueType.STRING:
         return _escape(value)
     if value_type is ValueType.BOOL:
@@ -49,6 +59,18 @@ def canonical_value(value_type: ValueType, value: Any) -> str:
     if value_type is ValueType.FLOAT32:  # kept as f64 by that tool: the widened value's bits
         return "f32:" + str(struct.unpack("<Q", struct.pack("<d", float(value)))[0])
     return str(int(value))
+
+
+def _canonical_numbers(value_type: ValueType, values: list[Any]) -> list[str]:
+    """:func:`canonical_value` of each of ``values`` (numbers or booleans of one type)."""
+    if value_type is ValueType.BOOL:
+        return ["true" if v else "false" for v in values]
+    if value_type in (ValueType.FLOAT32, ValueType.FLOAT64):
+        n = len(values)
+        bits = struct.unpack(f"<{n}Q", struct.pack(f"<{n}d", *values))  # float32 widened, as above
+        prefix = "f32:" if value_type is ValueType.FLOAT32 else ""
+        return [prefix + str(b) for b in bits]
+    return [str(int(v)) for v in values]
 
 
 @dataclass(frozen=True)

@@ -185,9 +185,9 @@ class DecodedBytes:
     """A tensor's values as the bytes of its value dtype (:func:`value_dtype`), in PyTorch's
     C order: ``[lo:hi]`` reads and decodes only the stored rows that range covers.
 
-    With ``heads`` (llama's q/k projections), the values are those of the Hugging Face layout:
-    llama.cpp's converter regrouped the rows of each attention head, and a slice decodes the
-    whole heads it touches and undoes that regrouping (:func:`..names.unpermute_qk`).
+    With ``heads`` (permuted q/k weights and biases), the values are those of the Hugging Face
+    layout: llama.cpp's converter regrouped the rows of each attention head, and a slice decodes
+    the whole heads it touches and undoes that regrouping (:func:`..names.unpermute_qk`).
     ``unit`` is the number of elements a slice is widened to (a row, or a head's rows): slices
     that start and stop on it decode nothing twice.
     """
@@ -203,11 +203,12 @@ class DecodedBytes:
         self.stored = stored
         shape = info.shape
         self.group = 0  # rows of the first PyTorch dimension per head, when un-permuting
-        if heads and len(shape) >= 2 and heads > 0 and shape[0] % (2 * heads) == 0:
+        if heads and shape and heads > 0 and shape[0] % (2 * heads) == 0:
             self.group = shape[0] // heads
         slab = self.n // shape[0] if shape and shape[0] else self.row
         self.slab = slab
-        self.unit = self.group * slab if self.group else self.row
+        # A 1-D tensor (a q/k bias) is one stored row: it decodes whole.
+        self.unit = (self.group * slab if len(shape) >= 2 else self.n) if self.group else self.row
         gt = info.ggml_type
         self.plain = gt is not None and gt.name in PLAIN_TYPES and not self.group
 

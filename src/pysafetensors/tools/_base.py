@@ -13,18 +13,20 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from typing import Any, Protocol
 
 
 def to_jsonable(obj: Any) -> Any:
-    """Dataclasses/tuples -> dicts/lists; non-finite floats -> "nan"/"inf"/"-inf" (JSON has none)."""
+    """Dataclasses/tuples/sequences -> dicts/lists; non-finite floats -> "nan"/"inf"/"-inf" (JSON has none)."""
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
         return {f.name: to_jsonable(getattr(obj, f.name)) for f in dataclasses.fields(obj) if not f.name.startswith("_")}
     if isinstance(obj, dict):
         return {str(k): to_jsonable(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
+        return [to_jsonable(v) for v in obj]
+    if isinstance(obj, Sequence) and not isinstance(obj, (str, bytes, bytearray)):  # a GGUF numeric array
         return [to_jsonable(v) for v in obj]
     if isinstance(obj, float) and not math.isfinite(obj):
         return "nan" if math.isnan(obj) else ("inf" if obj > 0 else "-inf")

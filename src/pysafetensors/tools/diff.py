@@ -21,8 +21,9 @@ dequantized ones (gguf-py), streamed a few rows at a time.  Two GGUF files compa
 with typed metadata.  A GGUF against a safetensors checkpoint (either order) is the check after
 quantizing: GGUF names are mapped to Hugging Face names with gguf-py's tensor-name map for the
 file's ``general.architecture`` (when that matches more of the other side's names than the
-names as they are), the rows llama.cpp permutes in llama's q/k projections are put back, and
-metadata is not compared (the two formats' metadata say different things).
+names as they are), the rows llama.cpp permutes in the q/k projections are put back
+(:func:`~pysafetensors.gguf.names.qk_order`; those it cannot vouch for are listed in
+``left_in_gguf_order``), and metadata is not compared (the two formats' metadata say different things).
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ from typing import Any, TypeVar
 from ..errors import TensorNotFound
 from ..format.header import TensorInfo
 from ..gguf.convert import metadata_string
-from ..gguf.names import hf_candidates, hf_names, qk_heads
+from ..gguf.names import hf_candidates, hf_names, qk_order
 from ._base import JsonResult, Progress, no_progress
 from ._chunks import iter_chunks
 from .checkpoint import (
@@ -105,7 +106,9 @@ class GGUFDiffResult(DiffResult):
     architecture: str | None = None  # general.architecture of the GGUF whose names were mapped
     names_mapped: int = 0  # GGUF names shown as their Hugging Face names
     unmapped: list[str] = field(default_factory=list)  # GGUF names gguf-py could not map (kept as they are)
-    unpermuted: list[str] = field(default_factory=list)  # q/k weights whose rows were put back in HF order
+    unpermuted: list[str] = field(default_factory=list)  # q/k tensors whose rows were put back in HF order
+    #: shown name -> why its rows are compared in GGUF order although llama.cpp may have rearranged them
+    left_in_gguf_order: dict[str, str] = field(default_factory=dict)
 
 
 _R = TypeVar("_R", bound=DiffResult)
@@ -376,6 +379,7 @@ class _Side:
     descs: dict[str, TensorDesc]  # by shown name
     heads: dict[str, int] = field(default_factory=dict)  # GGUF name -> heads to un-permute with
     mapped: bool = False
+    left: dict[str, str] = field(default_factory=dict)  # GGUF name -> why its rows stay in GGUF order
 
     def values(self, shown: list[str]) -> Iterator[tuple[ValueTensor, TensorBytes]]:
         names = [self.own[n] for n in shown]
@@ -399,19 +403,17 @@ def _mapped_side(ckpt: GGUFCheckpoint, other: set[str]) -> tuple[_Side, list[str
     mapping = hf_names(ckpt.header)
     candidates = hf_candidates(ckpt.header)
     own: dict[str, str] = {}
-    heads: dict[str, int] = {}
     for t in ckpt.tensors:
         held = [c for c in candidates.get(t.name, []) if c in other]
         shown = held[0] if held else mapping.hf.get(t.name, t.name)
         if shown in own:  # two GGUF names for one HF name: keep the second as it is
             shown = t.name
         own[shown] = t.name
-        if shown != t.name and (h := qk_heads(ckpt.header, t.name)) is not None:
-            heads[t.name] = h
     if len(other & set(own)) <= len(other & set(plain.own)):
         return plain, []
+    heads, left = qk_order(ckpt.header, {name: shown for shown, name in own.items()})
     descs = {shown: dataclasses.replace(plain.descs[name], name=shown) for shown, name in own.items()}
-    return _Side(ckpt, own, descs, heads, mapped=True), mapping.unmapped
+    return _Side(ckpt, own, descs, heads, mapped=True, left=left), mapping.unmapped
 
 
 def _sides(a: AnyCheckpoint, b: AnyCheckpoint) -> tuple[_Side, _Side, list[str]]:
@@ -440,6 +442,8 @@ def _diff_gguf(a: AnyCheckpoint, b: AnyCheckpoint, values: bool, rtol: float | N
             r.architecture = side.ckpt.header.architecture
             r.names_mapped = sum(1 for shown, name in side.own.items() if shown != name)
             r.unpermuted = sorted(shown for shown, name in side.own.items() if name in side.heads)
+            r.left_in_gguf_order = {shown: f"{name}: {side.left[name]}" for shown, name in sorted(side.own.items())
+                                    if name in side.left}
     da, db = sa.descs, sb.descs
     r.tensors_added = [db[n] for n in sorted(set(db) - set(da))]
     r.tensors_removed = [da[n] for n in sorted(set(da) - set(db))]

@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from ..gguf.header import GGUFArray, GGUFNumbers
 from ._base import JsonResult
 from .checkpoint import (
     AnyCheckpoint,
@@ -77,7 +78,7 @@ class GGUFTensorRow(TensorRow):
 @dataclass
 class GGUFMetadataEntry(JsonResult):
     type: str  # uint32, string, array[string], array[array[int32]]...
-    value: Any  # in full: a number, bool, string, or a (nested) list
+    value: Any  # in full: a number, bool, string, a (nested) list, or GGUFNumbers (a numeric array)
     count: int | None = None  # items, for an array
 
 
@@ -166,8 +167,10 @@ def _summarize_gguf(ckpt: GGUFCheckpoint, patterns: Sequence[str] | None, tree: 
     header = ckpt.header
     entries = {}
     for key, f in header.fields.items():
-        value = f.plain()
-        entries[key] = GGUFMetadataEntry(f.type_name, value, len(value) if isinstance(value, list) else None)
+        # A numeric array stays compact (GGUFNumbers): text shows its first items, JSON lists it.
+        compact = isinstance(f.value, GGUFArray) and isinstance(f.value.items, GGUFNumbers)
+        value = f.value.items if compact else f.plain()
+        entries[key] = GGUFMetadataEntry(f.type_name, value, len(f.value) if isinstance(f.value, GGUFArray) else None)
     return _summary(
         GGUFSummary, ckpt, rows, patterns, tree,
         metadata=None,
@@ -195,7 +198,7 @@ def _scalar(value: Any, type_name: str, limit: int | None = None) -> str:
     if isinstance(value, str):
         text = json.dumps(value, ensure_ascii=False)
         return text if limit is None or len(text) <= limit else text[: limit - 4] + '..."'
-    if isinstance(value, list):
+    if isinstance(value, (list, GGUFNumbers)):
         inner = type_name[len("array["):-1] if type_name.startswith("array[") else type_name
         shown = [_scalar(v, inner, ITEM_CHARS) for v in value[:ARRAY_ITEMS]]
         return "[" + ", ".join(shown) + (", ..." if len(value) > ARRAY_ITEMS else "") + "]"
