@@ -7,8 +7,10 @@
   byte is read): per input the ``inspect`` summary (:func:`~pysafetensors.tools.summary.summarize`),
   the metadata, the ModelSpec entries and a validated thumbnail, the tensor list as columns (one
   array per field, so a 100,000-tensor header stays a few compact arrays), and the dotted tree
-  (:func:`~pysafetensors.tools.tree.build_tree`) as nested arrays ``[label, parameters, tensors,
-  bytes, children, tensor index or -1]``; for two inputs, the ``diff`` result
+  (:func:`~pysafetensors.tools.tree.prefix_groups`, the grouping ``inspect --tree`` uses) as
+  flat arrays too: ``nodes`` in depth-first order (a tensor as its index in the columns, group
+  ``g`` as ``-1 - g``) and per group its ``label``, ``params``, ``tensors``, ``bytes`` and
+  ``end`` (where its subtree ends in ``nodes``); for two inputs, the ``diff`` result
   (:func:`~pysafetensors.tools.diff.diff_files`).  An exported report with stats also carries
   every tensor's stats and histogram (one streamed pass per input) and, for two inputs, the
   ``diff --values`` numbers.
@@ -47,6 +49,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from ..errors import GGUFUnsupported
+from ..format._gcpause import paused_gc
 from ..gguf.reader import DecodedBytes
 from ..tools import Progress, no_progress, to_jsonable
 from ..tools.checkpoint import (
@@ -61,8 +64,16 @@ from ..tools.checkpoint import (
 )
 from ..tools.diff import diff_files, shown_names, tensor_value_diff, value_pair
 from ..tools.stats import stats_of, tensor_stats
-from ..tools.summary import MODELSPEC_PREFIX, GGUFSummary, Summary, gguf_value_text, shorten, summarize
-from ..tools.tree import TreeNode, build_tree
+from ..tools.summary import (
+    MODELSPEC_PREFIX,
+    GGUFSummary,
+    Summary,
+    gguf_value_text,
+    shorten,
+    summarize,
+    summarize_columns,
+)
+from ..tools.tree import prefix_groups
 from ..tools.values import difference_histogram, heatmap, histogram
 
 # A tensor without a memory map (HTTP, fsspec) up to this size is read once and held while its
@@ -123,21 +134,11 @@ def _pairs(mapping: dict[str, str] | None) -> list[list[str]] | None:
     return None if mapping is None else [[k, v] for k, v in mapping.items()]
 
 
-def tree_arrays(root: TreeNode, index: dict[str, int]) -> list[Any]:
-    """The tree as nested arrays ``[label, parameters, tensors, bytes, children, tensor index]``
-    (the index into the tensor columns for a tensor, -1 for a group).  Iterative."""
-    out: list[Any] = [root.label, root.parameters, root.tensors, root.nbytes, [], -1]
-    stack = [(root.children, out[4])]
-    while stack:
-        children, dest = stack.pop()
-        for c in children:
-            if c.dtype is not None:  # a tensor (a leaf)
-                dest.append([c.label, c.parameters, c.tensors, c.nbytes, [], index[c.name]])
-            else:
-                kids: list[Any] = []
-                dest.append([c.label, c.parameters, c.tensors, c.nbytes, kids, -1])
-                stack.append((c.children, kids))
-    return out
+def tree_columns(columns: dict[str, Any]) -> dict[str, list[Any]]:
+    """The tensors' tree (:func:`~pysafetensors.tools.tree.prefix_groups`) as the page's arrays."""
+    g = prefix_groups(columns["name"], columns["params"], columns["bytes"])
+    return {"nodes": g.nodes, "label": g.label, "params": g.parameters, "tensors": g.tensors, "bytes": g.nbytes,
+            "end": g.end}
 
 
 class _Held:
@@ -197,20 +198,20 @@ def input_document(ckpt: AnyCheckpoint) -> dict[str, Any]:
     """One input's part of the checkpoint document (headers only: no tensor byte is read)."""
     if isinstance(ckpt, GGUFCheckpoint):
         return gguf_document(ckpt)
-    summary, rows = _summary_fields(summarize(ckpt))
+    full, cols = summarize_columns(ckpt)
+    summary, _ = _summary_fields(full)
     files = summary.get("files")
     file_index = {f: i for i, f in enumerate(files)} if files else None
     columns: dict[str, Any] = {
-        "name": [r.name for r in rows],
-        "dtype": [r.dtype for r in rows],
-        "shape": [r.shape for r in rows],
-        "params": [r.parameters for r in rows],
-        "bytes": [r.nbytes for r in rows],
-        "begin": [r.data_offsets[0] for r in rows],
-        "end": [r.data_offsets[1] for r in rows],
-        "file": [file_index[r.file] for r in rows if r.file is not None] if file_index else None,
+        "name": cols.name,
+        "dtype": cols.dtype,
+        "shape": cols.shape,
+        "params": cols.parameters,
+        "bytes": cols.nbytes,
+        "begin": cols.begin,
+        "end": cols.end,
+        "file": list(map(file_index.__getitem__, cols.file)) if file_index and cols.file is not None else None,
     }
-    index = {r.name: i for i, r in enumerate(rows)}
     metadata = ckpt.metadata
     return {
         "label": ckpt.path,
@@ -222,7 +223,7 @@ def input_document(ckpt: AnyCheckpoint) -> dict[str, Any]:
         "modelspec": _pairs({k: v for k, v in (metadata or {}).items() if k.startswith(MODELSPEC_PREFIX)}),
         "thumbnail": thumbnail(metadata),
         "tensors": columns,
-        "tree": tree_arrays(build_tree(rows), index),
+        "tree": tree_columns(columns),
         "stats": None,
     }
 
@@ -247,7 +248,6 @@ def gguf_document(ckpt: GGUFCheckpoint) -> dict[str, Any]:
         "dims": [list(t.dims) for t in tensors],  # GGUF's order
         "values": [t.dtype.code for t in tensors],  # what the values read as (F32 when dequantized)
     }
-    index = {r.name: i for i, r in enumerate(rows)}
     return {
         "label": ckpt.path,
         "format": "gguf",
@@ -258,7 +258,7 @@ def gguf_document(ckpt: GGUFCheckpoint) -> dict[str, Any]:
         "modelspec": [],
         "thumbnail": None,
         "tensors": columns,
-        "tree": tree_arrays(build_tree(rows), index),
+        "tree": tree_columns(columns),
         "stats": None,
     }
 
@@ -340,7 +340,8 @@ class ViewSession:
     def document(self, with_stats: bool = False, progress: Progress = no_progress, live: bool = False) -> dict[str, Any]:
         """The checkpoint document (see the module docstring); ``with_stats`` streams the data.
         ``live``: served by a running server that answers the page's value requests."""
-        inputs = [input_document(c) for c in self.inputs]
+        with paused_gc():  # a large header's document is many small acyclic lists (see paused_gc)
+            inputs = [input_document(c) for c in self.inputs]
         diff = None
         if len(self.inputs) == 2:
             a, b = self.inputs
@@ -357,7 +358,9 @@ class ViewSession:
         """The live page's document as UTF-8 JSON, built on first use and kept."""
         if self._json is None:
             doc = self.document(live=True)
-            self._json = json.dumps(doc, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode("utf-8")
+            with paused_gc():
+                text = json.dumps(doc, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+            self._json = text.encode("utf-8")
         return self._json
 
     def checkpoint(self, i: int) -> AnyCheckpoint:
@@ -403,4 +406,4 @@ class ViewSession:
 
 
 __all__ = ["HOLD_CAP", "ViewSession", "gguf_document", "hold", "input_document", "js_safe", "stream_values", "thumbnail",
-           "tree_arrays"]
+           "tree_columns"]
