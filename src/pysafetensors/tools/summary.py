@@ -21,6 +21,7 @@ from math import prod
 from operator import attrgetter, itemgetter, sub
 from typing import Any, TypeVar
 
+from ..format._gcpause import paused_gc
 from ._base import JsonResult
 from .checkpoint import (
     AnyCheckpoint,
@@ -106,6 +107,7 @@ class TensorColumns:
     parameters: list[int]
     file: list[str] | None = None
 
+    @paused_gc()
     def rows(self) -> list[TensorRow]:
         files: Iterable[str | None] = self.file if self.file is not None else repeat(None)
         return [TensorRow(n, d, s, [b, e], nb, p, f)
@@ -113,6 +115,7 @@ class TensorColumns:
                                                    self.parameters, files)]
 
 
+@paused_gc()  # a list per tensor (its shape): see paused_gc
 def tensor_columns(ckpt: Checkpoint, patterns: Sequence[str] | None = None) -> TensorColumns:
     """The tensors ``patterns`` select, in file order, as columns (see :func:`tensor_rows`).
 

@@ -19,6 +19,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from ..format._gcpause import paused_gc
 from ._base import JsonResult
 
 MAX_DEPTH = 64
@@ -93,6 +94,7 @@ class PrefixGroups:
     end: list[int]
 
 
+@paused_gc()  # a large header's tree is many small acyclic lists: see paused_gc
 def prefix_groups(names: Sequence[str], parameters: Sequence[int], nbytes: Sequence[int]) -> PrefixGroups:
     """Group ``names`` by dotted prefix (each tensor's ``parameters`` and ``nbytes`` beside it),
     every group with its subtree's totals: see :class:`PrefixGroups`.

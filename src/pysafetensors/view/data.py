@@ -49,7 +49,6 @@ from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 from ..errors import GGUFUnsupported
-from ..format._gcpause import paused_gc
 from ..gguf.reader import DecodedBytes
 from ..tools import Progress, no_progress, to_jsonable
 from ..tools.checkpoint import (
@@ -400,8 +399,7 @@ class ViewSession:
     def document(self, with_stats: bool = False, progress: Progress = no_progress, live: bool = False) -> dict[str, Any]:
         """The checkpoint document (see the module docstring); ``with_stats`` streams the data.
         ``live``: served by a running server that answers the page's value requests."""
-        with paused_gc():  # a large header's document is many small acyclic lists (see paused_gc)
-            inputs = [input_document(c) for c in self.inputs]
+        inputs = [input_document(c) for c in self.inputs]
         diff = None
         stats: list[list[dict[str, Any]] | None] = [None, None]
         if len(self.inputs) == 2:
@@ -429,9 +427,7 @@ class ViewSession:
         """The live page's document as UTF-8 JSON, built on first use and kept."""
         if self._json is None:
             doc = self.document(live=True)
-            with paused_gc():
-                text = json.dumps(doc, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
-            self._json = text.encode("utf-8")
+            self._json = json.dumps(doc, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode("utf-8")
         return self._json
 
     def checkpoint(self, i: int) -> AnyCheckpoint:
