@@ -2,6 +2,7 @@
 
     python benchmarks/viewer.py            # MiniLM and a 100,000-tensor header, 3 runs each
     python benchmarks/viewer.py -n 5 --json
+    python benchmarks/viewer.py --only many      # just the 100,000-tensor header
 
 Measured in a real browser (Debian's Chromium driven by Playwright, launched before the clock
 starts), against the real command (``pysafetensors view FILE --no-browser`` as a subprocess):
@@ -234,17 +235,22 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("-n", "--runs", type=int, default=3)
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--only", choices=["minilm", "many"], help="measure one of the two checkpoints")
     args = parser.parse_args()
     from playwright.sync_api import sync_playwright
 
     from pysafetensors.tools.checkpoint import open_checkpoint
 
     results = []
+    load_before = os.getloadavg()
     with tempfile.TemporaryDirectory() as tmp, sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         big = Path(tmp) / "many.safetensors"
-        big_tensor = many_tensors(big)
-        for path, tensor in ((minilm(), QUERY), (big, big_tensor)):
+        big_tensor = many_tensors(big) if args.only != "minilm" else ""
+        cases = {"minilm": (minilm(), QUERY), "many": (big, big_tensor)}
+        for name, (path, tensor) in cases.items():
+            if args.only not in (None, name):
+                continue
             r = measure(browser, path, tensor, args.runs, http=True)
             with open_checkpoint(str(path)) as ckpt:
                 r["header_bytes"] = 8 + ckpt.header_size
@@ -253,14 +259,18 @@ def main() -> int:
                 r["tensor_span"] = [r["header_bytes"] + info.begin, r["header_bytes"] + info.end]
             results.append(r)
         browser.close()
+    load = {"cpus": os.cpu_count(), "load_average_before": load_before, "load_average_after": os.getloadavg()}
     if args.json:
-        print(json.dumps(results, indent=2))
+        print(json.dumps({"machine": load, "results": results}, indent=2))
         return 0
+    print(f"{load['cpus']} CPUs; load average (1, 5, 15 min) {', '.join(f'{x:.2f}' for x in load_before)} before, "
+          f"{', '.join(f'{x:.2f}' for x in load['load_average_after'])} after")
     for r in results:
         print(f"{r['file']} ({r['size']:,} bytes, header {r['header_bytes']:,} bytes), median of {len(r['runs'])} runs:")
-        print(f"  start -> URL        {r['start_to_url_s']:.2f} s")
-        print(f"  URL -> usable page  {r['url_to_usable_s']:.2f} s")
-        print(f"  start -> usable     {r['start_to_usable_s']:.2f} s")
+        for key, label in (("start_to_url_s", "start -> URL"), ("url_to_usable_s", "URL -> usable page"),
+                           ("start_to_usable_s", "start -> usable")):
+            each = ", ".join(f"{run[key]:.2f}" for run in r["runs"])
+            print(f"  {label:<19}{r[key]:.2f} s   (runs: {each})")
         print(f"  local file: {r['resident_after_page']:,} bytes in the page cache after opening the page "
               f"(header {r['header_bytes']:,} + the kernel's read-around); {r['resident_after_one_tensor']:,} after one "
               f"tensor's values ({r['tensor_bytes']:,} bytes at file offsets {r['tensor_span'][0]:,}-{r['tensor_span'][1]:,}; "
@@ -270,7 +280,8 @@ def main() -> int:
               f"page; {r['http_bytes_one_tensor']:,} bytes for one tensor's values")
         for key in ("search_ms", "scroll_ms", "sort_ms", "expand_1000_ms"):
             if key in r:
-                print(f"  {key.replace('_ms', '').replace('_', ' '):<20}{r[key]:.0f} ms")
+                each = ", ".join(f"{run[key]:.0f}" for run in r["runs"])
+                print(f"  {key.replace('_ms', '').replace('_', ' '):<19}{r[key]:.0f} ms   (runs: {each})")
     return 0
 
 

@@ -49,6 +49,10 @@ def _check(rows: list[Row]) -> TreeNode:
         assert group.parameters == sum(leaf.parameters for leaf in below)
         assert group.nbytes == sum(leaf.nbytes for leaf in below)
         assert all(not c.children for c in group.children if c.is_tensor)
+        for c in group.children:  # every child is named by its group's path, a dot, and its label
+            assert c.name == (f"{group.name}.{c.label}" if group is not root else c.label)
+        labels = [c.label for c in group.children if not c.is_tensor]
+        assert len(labels) == len(set(labels))  # one group per path
     return root
 
 

@@ -81,6 +81,16 @@ def big_header(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[str
 
 
 @pytest.fixture(scope="session")
+def shards(tmp_path_factory: pytest.TempPathFactory, minilm: Path) -> Path:
+    """MiniLM cut into three shards (a directory with its index), by the shard command."""
+    from pysafetensors.cli.main import main as cli_main
+
+    out = tmp_path_factory.mktemp("shards") / "shards"
+    assert cli_main(["shard", str(minilm), str(out), "--max-shard-size", "30MB", "--quiet"]) == 0
+    return out
+
+
+@pytest.fixture(scope="session")
 def edited_pair(tmp_path_factory: pytest.TempPathFactory, minilm: Path) -> tuple[Path, Path, dict[str, str]]:
     """(A, B, what changed): B is MiniLM with one tensor's values nudged, one removed, one added,
     one cast to F16 (same shape), one reshaped, and its metadata changed."""

@@ -189,6 +189,43 @@ def test_another_host_warns_and_answers_to_its_name(minilm: Path) -> None:
         assert quiet.proc.stderr is not None and "warning" not in quiet.proc.stderr.read()
 
 
+def test_a_wildcard_host_warns_that_other_machines_can_connect(minilm: Path) -> None:
+    with viewer(minilm, "--host", "0.0.0.0") as v:  # every interface: reachable from the network
+        url = v.url()
+        port = int(url.split(":")[2].split("/")[0])
+        assert url.startswith("http://127.0.0.1:")  # the URL names loopback; the socket listens everywhere
+        assert visit(url)["inputs"][0]["summary"]["tensor_count"] == 104
+        v.proc.send_signal(signal.SIGINT)
+        assert v.proc.wait(timeout=30) == 0
+        assert v.proc.stderr is not None
+        err = v.proc.stderr.read()
+        assert (f"pysafetensors: warning: listening on 0.0.0.0:{port}, not 127.0.0.1: other machines that can "
+                "reach this address can connect; the page still needs the URL's token") in err
+
+
+def test_an_fsspec_url_is_served_like_the_file(minilm: Path) -> None:
+    url = f"local://{minilm}"  # fsspec's local filesystem: an FsspecSource, not a memory map
+    with viewer(url) as v:
+        page = v.url()
+        status, headers, _ = fetch(page)
+        cookie = headers["Set-Cookie"].split(";", 1)[0]
+        base = page.split("/?", 1)[0]
+        status, _, body = fetch(base + "/api/checkpoint", cookie)
+        assert status == 200
+        doc = json.loads(body)
+        inp = doc["inputs"][0]
+        assert inp["label"] == url and inp["local"] is False
+        name = "encoder.layer.0.attention.self.query.weight"
+        status, _, body = fetch(f"{base}/api/values?i=0&name={name}", cookie)
+        assert status == 200
+        with ViewSession.open([str(minilm)]) as local:
+            expected = json.loads(local.document_json())["inputs"][0]
+            assert json.loads(body) == local.values(0, name)
+        assert {k: v for k, v in inp.items() if k not in ("label", "local")} == {
+            k: v for k, v in expected.items() if k not in ("label", "local")} | {"summary": {**expected["summary"],
+                                                                                         "path": url}}
+
+
 def test_opens_the_browser_with_the_tokened_url(minilm: Path, tmp_path: Path) -> None:
     seen = tmp_path / "opened.txt"
     script = tmp_path / "browser.sh"

@@ -27,7 +27,7 @@ from pysafetensors.view.data import js_safe
 
 from .conftest import canvas_ink, open_page, serving
 from .test_cli import env
-from .test_data import cli_json, inspect_tree, tree_as_dicts
+from .test_data import cli_json, inspect_tree, tree_as_dicts, with_leaf_numbers
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "gguf"))
 gh: Any = __import__("gguf_helpers")  # the GGUF tests' writers (gguf-py)
@@ -96,7 +96,7 @@ def test_document_is_inspects_summary_and_gguf_pys_header(files: dict[str, Path]
     assert cols["name"] == [r["name"] for r in rows] and cols["dtype"] == [r["dtype"] for r in rows]
     assert cols["shape"] == [r["shape"] for r in rows] and cols["dims"] == [r["gguf_dims"] for r in rows]
     assert cols["params"] == [r["parameters"] for r in rows] and cols["bytes"] == [r["nbytes"] for r in rows]
-    assert tree_as_dicts(inp["tree"], cols["name"]) == inspect_tree(expected["tree"])
+    assert with_leaf_numbers(tree_as_dicts(inp["tree"], cols["name"]), cols) == inspect_tree(expected["tree"])
     # gguf-py's reader: the same tensors, GGML types, GGUF dims and stored bytes.
     reader = gguf.GGUFReader(str(files["mixed"]))
     assert cols["name"] == [t.name for t in reader.tensors]

@@ -14,10 +14,14 @@ every tensor's dims in GGUF's order and the typed metadata, values in full.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from itertools import repeat
+from math import prod
+from operator import attrgetter, itemgetter, sub
 from typing import Any, TypeVar
 
+from ..format._gcpause import paused_gc
 from ..gguf.header import GGUFArray, GGUFNumbers
 from ._base import JsonResult
 from .checkpoint import (
@@ -90,15 +94,57 @@ class GGUFSummary(Summary):
     gguf_metadata: dict[str, GGUFMetadataEntry] = field(default_factory=dict)
 
 
+@dataclass
+class TensorColumns:
+    """The rows of :func:`tensor_rows` as one list per field (the same values, in file order):
+    what a 100,000-tensor header is cheap to hold and send as.  ``file`` is None unless sharded."""
+
+    name: list[str]
+    dtype: list[str]
+    shape: list[list[int]]
+    begin: list[int]
+    end: list[int]
+    nbytes: list[int]
+    parameters: list[int]
+    file: list[str] | None = None
+
+    @paused_gc()
+    def rows(self) -> list[TensorRow]:
+        files: Iterable[str | None] = self.file if self.file is not None else repeat(None)
+        return [TensorRow(n, d, s, [b, e], nb, p, f)
+                for n, d, s, b, e, nb, p, f in zip(self.name, self.dtype, self.shape, self.begin, self.end, self.nbytes,
+                                                   self.parameters, files)]
+
+
+@paused_gc()  # a list per tensor (its shape): see paused_gc
+def tensor_columns(ckpt: Checkpoint, patterns: Sequence[str] | None = None) -> TensorColumns:
+    """The tensors ``patterns`` select, in file order, as columns (see :func:`tensor_rows`).
+
+    Built column by column with ``map`` over the header's entries (named tuples): no Python
+    loop runs per tensor, and no object is made per tensor beyond its shape list.
+    """
+    infos = ckpt.tensors
+    if patterns:
+        infos = [t for t in infos if matches(t.name, patterns)]
+    shapes = list(map(itemgetter(2), infos))
+    begin = list(map(itemgetter(3), infos))
+    end = list(map(itemgetter(4), infos))
+    names = list(map(itemgetter(0), infos))
+    return TensorColumns(
+        name=names,
+        dtype=list(map(attrgetter("code"), map(itemgetter(1), infos))),
+        shape=list(map(list, shapes)),
+        begin=begin,
+        end=end,
+        nbytes=list(map(sub, end, begin)),  # TensorInfo.nbytes
+        parameters=list(map(prod, shapes)),  # TensorInfo.nelements
+        file=list(map(ckpt.file_of, names)) if ckpt.sharded else None,
+    )
+
+
 def tensor_rows(ckpt: Checkpoint, patterns: Sequence[str] | None = None) -> list[TensorRow]:
     """One row per tensor ``patterns`` select, in file order."""
-    sharded = ckpt.sharded
-    return [
-        TensorRow(t.name, t.dtype.code, list(t.shape), [t.begin, t.end], t.nbytes, t.nelements,
-                  ckpt.file_of(t.name) if sharded else None)
-        for t in ckpt.tensors
-        if matches(t.name, patterns)
-    ]
+    return tensor_columns(ckpt, patterns).rows()
 
 
 def modelspec(metadata: dict[str, str] | None) -> dict[str, str]:
@@ -109,21 +155,23 @@ def modelspec(metadata: dict[str, str] | None) -> dict[str, str]:
 _S = TypeVar("_S", bound=Summary)
 
 
-def _summary(cls: type[_S], ckpt: Checkpoint | GGUFCheckpoint, rows: list[TensorRow], patterns: Sequence[str] | None,
-             tree: bool, **fields: Any) -> _S:
+def _summary(cls: type[_S], ckpt: Checkpoint | GGUFCheckpoint, columns: TensorColumns, rows: list[TensorRow],
+             patterns: Sequence[str] | None, tree: bool, **fields: Any) -> _S:
     """``cls`` with what every format's summary holds (sizes, counts, per-dtype totals, the
-    selected rows and their tree) filled in from ``ckpt`` and ``rows``; ``fields`` give the rest."""
+    selected rows and their tree) filled in from ``ckpt`` and the selected tensors' ``columns``
+    (``rows``: the same tensors as rows, or empty when the caller wants the columns only);
+    ``fields`` give the rest."""
     by_dtype: dict[str, int] = {}
     bytes_by: dict[str, int] = {}
-    for r in rows:
-        by_dtype[r.dtype] = by_dtype.get(r.dtype, 0) + r.parameters
-        bytes_by[r.dtype] = bytes_by.get(r.dtype, 0) + r.nbytes
+    for dtype, params, nbytes in zip(columns.dtype, columns.parameters, columns.nbytes):
+        by_dtype[dtype] = by_dtype.get(dtype, 0) + params
+        bytes_by[dtype] = bytes_by.get(dtype, 0) + nbytes
     return cls(
         path=ckpt.path,
         file_size=ckpt.file_size,
         header_size=ckpt.header_size,
-        tensor_count=len(rows),
-        parameter_count=sum(r.parameters for r in rows),
+        tensor_count=len(columns.name),
+        parameter_count=sum(columns.parameters),
         parameters_by_dtype=dict(sorted(by_dtype.items())),
         bytes_by_dtype=dict(sorted(bytes_by.items())),
         tensors=rows,
@@ -147,9 +195,24 @@ def summarize(
     if not isinstance(ckpt, Checkpoint):
         with open_checkpoint(ckpt, gguf=True) as opened:
             return summarize(opened, patterns, tree)
+    columns = tensor_columns(ckpt, patterns)
+    return _summarize(ckpt, columns, columns.rows(), patterns, tree)
+
+
+def summarize_columns(ckpt: Checkpoint, patterns: Sequence[str] | None = None) -> tuple[Summary, TensorColumns]:
+    """:func:`summarize`'s summary of a safetensors checkpoint with its tensors as columns
+    (:func:`tensor_columns`) rather than rows: the summary's ``tensors`` is left empty and no
+    row object is made per tensor (the viewer's data on a 100,000-tensor header).  Every other
+    field is computed by the same code as :func:`summarize`'s."""
+    columns = tensor_columns(ckpt, patterns)
+    return _summarize(ckpt, columns, [], patterns, False), columns
+
+
+def _summarize(ckpt: Checkpoint, columns: TensorColumns, rows: list[TensorRow], patterns: Sequence[str] | None,
+               tree: bool) -> Summary:
     metadata = ckpt.metadata
     return _summary(
-        Summary, ckpt, tensor_rows(ckpt, patterns), patterns, tree,
+        Summary, ckpt, columns, rows, patterns, tree,
         metadata=metadata,
         modelspec=modelspec(metadata),
         files=ckpt.file_names if ckpt.sharded else None,
@@ -164,6 +227,9 @@ def _summarize_gguf(ckpt: GGUFCheckpoint, patterns: Sequence[str] | None, tree: 
         for t in ckpt.tensors
         if matches(t.name, patterns)
     ]
+    columns = TensorColumns([r.name for r in rows], [r.dtype for r in rows], [r.shape for r in rows],
+                            [r.data_offsets[0] for r in rows], [r.data_offsets[1] for r in rows],
+                            [r.nbytes for r in rows], [r.parameters for r in rows])
     header = ckpt.header
     entries = {}
     for key, f in header.fields.items():
@@ -172,7 +238,7 @@ def _summarize_gguf(ckpt: GGUFCheckpoint, patterns: Sequence[str] | None, tree: 
         value = f.value.items if compact else f.plain()
         entries[key] = GGUFMetadataEntry(f.type_name, value, len(f.value) if isinstance(f.value, GGUFArray) else None)
     return _summary(
-        GGUFSummary, ckpt, rows, patterns, tree,
+        GGUFSummary, ckpt, columns, rows, patterns, tree,
         metadata=None,
         modelspec={},
         gguf_version=header.version,

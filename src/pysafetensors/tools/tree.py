@@ -6,6 +6,11 @@ and a group ``a`` side by side; a leading, trailing or doubled dot gives a group
 path as a tuple of parts, never by the joined string, so no name can land on another's node.
 Names deeper than MAX_DEPTH dots keep the rest of the name in their last label, so the tree
 (and its JSON) stays shallow enough to walk without recursion limits.
+
+:func:`prefix_groups` does the grouping and the totals, in one pass over the names in sorted
+order, and gives the compact form the viewer sends as it is (nested lists, a tensor as its row
+number); :func:`build_tree` turns that into :class:`TreeNode` objects for ``inspect --tree``.
+One grouping, so the page and the CLI cannot disagree.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from ..format._gcpause import paused_gc
 from ._base import JsonResult
 
 MAX_DEPTH = 64
@@ -67,30 +73,123 @@ def split_name(name: str) -> list[str]:
     return name.split(".", MAX_DEPTH - 1)
 
 
+@dataclass
+class PrefixGroups:
+    """The tree of a list of tensors, flat: what :func:`prefix_groups` gives.
+
+    ``nodes`` lists every node but the root in depth-first order, children in the order of the
+    sorted names: a tensor as its position in the names given (``>= 0``), group ``g`` as
+    ``-1 - g``.  The per-group lists are indexed by group number, group 0 being the root:
+    ``label`` (the path part after the parent's), the subtree's ``parameters``, ``tensors`` and
+    ``nbytes``, and ``end``, the position in ``nodes`` just past the group's subtree (a
+    collapsed group is skipped by jumping there).  Plain lists of strings and integers: the
+    viewer sends them as they are.
+    """
+
+    nodes: list[int]
+    label: list[str]
+    parameters: list[int]
+    tensors: list[int]
+    nbytes: list[int]
+    end: list[int]
+
+
+@paused_gc()  # a large header's tree is many small acyclic lists: see paused_gc
+def prefix_groups(names: Sequence[str], parameters: Sequence[int], nbytes: Sequence[int]) -> PrefixGroups:
+    """Group ``names`` by dotted prefix (each tensor's ``parameters`` and ``nbytes`` beside it),
+    every group with its subtree's totals: see :class:`PrefixGroups`.
+
+    The names are visited in sorted order, where every group's tensors are neighbours (all the
+    names that start with ``"a.b."``, and only they, are under group ``a`` / ``b``): the groups
+    of the previous name are kept on a stack, and a group's totals are added to its parent's
+    when the stack leaves it.  A name whose text up to its last dot is the previous name's joins
+    the same group without being split.  A tensor's label is its name after its group's path
+    and a dot.
+    """
+    nodes: list[int] = []
+    label, params, count, size, end = [""], [0], [0], [0], [0]
+    stack = [0]  # the open groups, the root first; path[d - 1] is stack[d]'s label
+    path: list[str] = []
+    top = 0
+    # The totals of the tensors added to ``top`` since they were last added to its lists.
+    p_acc = n_acc = b_acc = 0
+    last = None  # the previous name up to and including its last dot
+    for i in sorted(range(len(names)), key=names.__getitem__):
+        name = names[i]
+        head, dot, _ = name.rpartition(".")
+        here = head + dot
+        if here != last:
+            last = here
+            parts = name.split(".", MAX_DEPTH - 1)
+            del parts[-1]  # the group labels
+            if parts != path:
+                params[top] += p_acc
+                count[top] += n_acc
+                size[top] += b_acc
+                p_acc = n_acc = b_acc = 0
+                shared = min(len(parts), len(path))
+                keep = 0
+                while keep < shared and parts[keep] == path[keep]:
+                    keep += 1
+                while len(path) > keep:
+                    done = stack.pop()
+                    path.pop()
+                    end[done] = len(nodes)
+                    up = stack[-1]
+                    params[up] += params[done]
+                    count[up] += count[done]
+                    size[up] += size[done]
+                for part in parts[keep:]:
+                    g = len(label)
+                    label.append(part)
+                    params.append(0)
+                    count.append(0)
+                    size.append(0)
+                    end.append(0)
+                    nodes.append(-1 - g)
+                    stack.append(g)
+                    path.append(part)
+                top = stack[-1]
+        p_acc += parameters[i]
+        n_acc += 1
+        b_acc += nbytes[i]
+        nodes.append(i)
+    params[top] += p_acc
+    count[top] += n_acc
+    size[top] += b_acc
+    while len(stack) > 1:
+        done = stack.pop()
+        end[done] = len(nodes)
+        up = stack[-1]
+        params[up] += params[done]
+        count[up] += count[done]
+        size[up] += size[done]
+    end[0] = len(nodes)
+    return PrefixGroups(nodes, label, params, count, size, end)
+
+
 def build_tree(rows: Sequence[TensorLike]) -> TreeNode:
     """Group tensors by dotted prefix; every node carries its subtree's totals.
 
     ``rows``: :func:`pysafetensors.tools.summary.tensor_rows` or ``Checkpoint.tensors``.
     """
-    root = TreeNode("", 0, 0, 0)
-    groups: dict[tuple[str, ...], TreeNode] = {(): root}
-    for row in sorted(rows, key=lambda r: r.name):
-        dtype, params = _facts(row)
-        parts = split_name(row.name)
-        node = root
-        for depth in range(1, len(parts)):
-            node.parameters += params
-            node.tensors += 1
-            node.nbytes += row.nbytes
-            key = tuple(parts[:depth])
-            child = groups.get(key)
-            if child is None:
-                child = groups[key] = TreeNode(".".join(key), 0, 0, 0, label=parts[depth - 1])
-                node.children.append(child)
-            node = child
-        node.parameters += params
-        node.tensors += 1
-        node.nbytes += row.nbytes
-        leaf = TreeNode(row.name, params, 1, row.nbytes, dtype=dtype, shape=list(row.shape), label=parts[-1])
-        node.children.append(leaf)
+    facts = [_facts(r) for r in rows]
+    g = prefix_groups([r.name for r in rows], [f[1] for f in facts], [r.nbytes for r in rows])
+    root = TreeNode("", g.parameters[0], g.tensors[0], g.nbytes[0])
+    stack = [(root, g.end[0])]  # the open groups and where their subtrees end in g.nodes
+    for pos, n in enumerate(g.nodes):
+        while pos >= stack[-1][1]:
+            stack.pop()
+        parent = stack[-1][0]
+        if n >= 0:
+            row = rows[n]
+            prefix = len(parent.name) + 1 if parent is not root else 0  # the label follows "path."
+            parent.children.append(TreeNode(row.name, facts[n][1], 1, row.nbytes, dtype=facts[n][0],
+                                            shape=list(row.shape), label=row.name[prefix:]))
+        else:
+            k = -1 - n
+            name = f"{parent.name}.{g.label[k]}" if parent is not root else g.label[k]
+            group = TreeNode(name, g.parameters[k], g.tensors[k], g.nbytes[k], label=g.label[k])
+            parent.children.append(group)
+            stack.append((group, g.end[k]))
     return root

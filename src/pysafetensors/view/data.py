@@ -7,8 +7,10 @@
   byte is read): per input the ``inspect`` summary (:func:`~pysafetensors.tools.summary.summarize`),
   the metadata, the ModelSpec entries and a validated thumbnail, the tensor list as columns (one
   array per field, so a 100,000-tensor header stays a few compact arrays), and the dotted tree
-  (:func:`~pysafetensors.tools.tree.build_tree`) as nested arrays ``[label, parameters, tensors,
-  bytes, children, tensor index or -1]``; for two inputs, the ``diff`` result
+  (:func:`~pysafetensors.tools.tree.prefix_groups`, the grouping ``inspect --tree`` uses) as
+  flat arrays too: ``nodes`` in depth-first order (a tensor as its index in the columns, group
+  ``g`` as ``-1 - g``) and per group its ``label``, ``params``, ``tensors``, ``bytes`` and
+  ``end`` (where its subtree ends in ``nodes``); for two inputs, the ``diff`` result
   (:func:`~pysafetensors.tools.diff.diff_files`).  An exported report with stats also carries
   every tensor's stats and histogram (one streamed pass per input) and, for two inputs, the
   ``diff --values`` numbers.
@@ -43,7 +45,7 @@ import dataclasses
 import json
 import re
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 from ..errors import GGUFUnsupported
@@ -59,10 +61,18 @@ from ..tools.checkpoint import (
     ValueTensor,
     open_checkpoint,
 )
-from ..tools.diff import diff_files, shown_names, tensor_value_diff, value_pair
+from ..tools.diff import ValueDiff, compare_values, diff_files, shown_names, tensor_value_diff, value_pair
 from ..tools.stats import stats_of, tensor_stats
-from ..tools.summary import MODELSPEC_PREFIX, GGUFSummary, Summary, gguf_value_text, shorten, summarize
-from ..tools.tree import TreeNode, build_tree
+from ..tools.summary import (
+    MODELSPEC_PREFIX,
+    GGUFSummary,
+    Summary,
+    gguf_value_text,
+    shorten,
+    summarize,
+    summarize_columns,
+)
+from ..tools.tree import prefix_groups
 from ..tools.values import difference_histogram, heatmap, histogram
 
 # A tensor without a memory map (HTTP, fsspec) up to this size is read once and held while its
@@ -123,21 +133,11 @@ def _pairs(mapping: dict[str, str] | None) -> list[list[str]] | None:
     return None if mapping is None else [[k, v] for k, v in mapping.items()]
 
 
-def tree_arrays(root: TreeNode, index: dict[str, int]) -> list[Any]:
-    """The tree as nested arrays ``[label, parameters, tensors, bytes, children, tensor index]``
-    (the index into the tensor columns for a tensor, -1 for a group).  Iterative."""
-    out: list[Any] = [root.label, root.parameters, root.tensors, root.nbytes, [], -1]
-    stack = [(root.children, out[4])]
-    while stack:
-        children, dest = stack.pop()
-        for c in children:
-            if c.dtype is not None:  # a tensor (a leaf)
-                dest.append([c.label, c.parameters, c.tensors, c.nbytes, [], index[c.name]])
-            else:
-                kids: list[Any] = []
-                dest.append([c.label, c.parameters, c.tensors, c.nbytes, kids, -1])
-                stack.append((c.children, kids))
-    return out
+def tree_columns(columns: dict[str, Any]) -> dict[str, list[Any]]:
+    """The tensors' tree (:func:`~pysafetensors.tools.tree.prefix_groups`) as the page's arrays."""
+    g = prefix_groups(columns["name"], columns["params"], columns["bytes"])
+    return {"nodes": g.nodes, "label": g.label, "params": g.parameters, "tensors": g.tensors, "bytes": g.nbytes,
+            "end": g.end}
 
 
 class _Held:
@@ -197,20 +197,20 @@ def input_document(ckpt: AnyCheckpoint) -> dict[str, Any]:
     """One input's part of the checkpoint document (headers only: no tensor byte is read)."""
     if isinstance(ckpt, GGUFCheckpoint):
         return gguf_document(ckpt)
-    summary, rows = _summary_fields(summarize(ckpt))
+    full, cols = summarize_columns(ckpt)
+    summary, _ = _summary_fields(full)
     files = summary.get("files")
     file_index = {f: i for i, f in enumerate(files)} if files else None
     columns: dict[str, Any] = {
-        "name": [r.name for r in rows],
-        "dtype": [r.dtype for r in rows],
-        "shape": [r.shape for r in rows],
-        "params": [r.parameters for r in rows],
-        "bytes": [r.nbytes for r in rows],
-        "begin": [r.data_offsets[0] for r in rows],
-        "end": [r.data_offsets[1] for r in rows],
-        "file": [file_index[r.file] for r in rows if r.file is not None] if file_index else None,
+        "name": cols.name,
+        "dtype": cols.dtype,
+        "shape": cols.shape,
+        "params": cols.parameters,
+        "bytes": cols.nbytes,
+        "begin": cols.begin,
+        "end": cols.end,
+        "file": list(map(file_index.__getitem__, cols.file)) if file_index and cols.file is not None else None,
     }
-    index = {r.name: i for i, r in enumerate(rows)}
     metadata = ckpt.metadata
     return {
         "label": ckpt.path,
@@ -222,7 +222,7 @@ def input_document(ckpt: AnyCheckpoint) -> dict[str, Any]:
         "modelspec": _pairs({k: v for k, v in (metadata or {}).items() if k.startswith(MODELSPEC_PREFIX)}),
         "thumbnail": thumbnail(metadata),
         "tensors": columns,
-        "tree": tree_arrays(build_tree(rows), index),
+        "tree": tree_columns(columns),
         "stats": None,
     }
 
@@ -247,7 +247,6 @@ def gguf_document(ckpt: GGUFCheckpoint) -> dict[str, Any]:
         "dims": [list(t.dims) for t in tensors],  # GGUF's order
         "values": [t.dtype.code for t in tensors],  # what the values read as (F32 when dequantized)
     }
-    index = {r.name: i for i, r in enumerate(rows)}
     return {
         "label": ckpt.path,
         "format": "gguf",
@@ -258,7 +257,7 @@ def gguf_document(ckpt: GGUFCheckpoint) -> dict[str, Any]:
         "modelspec": [],
         "thumbnail": None,
         "tensors": columns,
-        "tree": tree_arrays(build_tree(rows), index),
+        "tree": tree_columns(columns),
         "stats": None,
     }
 
@@ -268,27 +267,87 @@ def _values_nbytes(t: Any) -> int:
     return int(t.dtype.nbytes(t.nelements)) if isinstance(t, GGUFTensor) else int(t.nbytes)
 
 
+def _stats_entry(info: ValueTensor, data: TensorBytes, bar: Any) -> dict[str, Any]:
+    """One tensor's stats and histogram from its (held) bytes, advancing ``bar`` chunk by chunk;
+    ``{"name", "error"}`` for a GGUF tensor whose type cannot be read (the GGUF front's message)."""
+    try:
+        stats = stats_of(info, data, bar)
+        if isinstance(info, GGUFTensor):
+            stats = dataclasses.replace(stats, dtype=info.type)
+        hist = histogram(_Held(info, data), info.name, HISTOGRAM_BINS).to_dict()
+    except GGUFUnsupported as e:
+        bar.update(_values_nbytes(info))
+        return {"name": info.name, "error": str(e)}
+    return js_safe({"name": info.name, "stats": stats.to_dict(), "histogram": hist, "heatmap": None})
+
+
 def stream_values(ckpt: AnyCheckpoint, progress: Progress = no_progress) -> list[dict[str, Any]]:
     """Every tensor's stats and histogram, in file order, streaming the checkpoint once (a
     remote tensor larger than HOLD_CAP is not held, so its histogram reads it again).  A GGUF
     tensor whose type cannot be read gets ``{"name", "error"}`` (the GGUF front's message)."""
     tensors = ckpt.tensors
-    out: list[dict[str, Any]] = []
     with progress(sum(_values_nbytes(t) for t in tensors), "stats") as bar:
-        for info, data in ckpt.stream([t.name for t in tensors]):
-            try:
-                data = hold(data)
-                access = _Held(info, data)
-                stats = stats_of(info, data, bar)  # the bar advances chunk by chunk
-                if isinstance(info, GGUFTensor):
-                    stats = dataclasses.replace(stats, dtype=info.type)
-                hist = histogram(access, info.name, HISTOGRAM_BINS).to_dict()
-            except GGUFUnsupported as e:
-                bar.update(_values_nbytes(info))
-                out.append({"name": info.name, "error": str(e)})
+        return [_stats_entry(info, hold(data), bar) for info, data in ckpt.stream([t.name for t in tensors])]
+
+
+def stream_pair(a: AnyCheckpoint, b: AnyCheckpoint, progress: Progress = no_progress
+                ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[ValueDiff]]:
+    """Both inputs' stats and histograms (each in its file order, as :func:`stream_values`) and
+    the value comparison of every tensor both hold (``diff --values``: the same
+    :func:`~pysafetensors.tools.diff.compare_values`, sorted by name), streaming each input once.
+
+    Each input is streamed in its own file order, so a remote one is read in runs that never
+    cover a byte twice; ``b`` is taken as far as the partner of ``a``'s current tensor.  A
+    tensor of ``b`` that comes before its partner in ``a`` waits, held (:func:`hold`), until
+    ``a`` reaches it: nothing waits when both files keep their shared tensors in the same order
+    (the writer's order); held bytes beyond HOLD_CAP in all are let go and read again for the
+    comparison.  For two checkpoints the diff compares under their own names (not a GGUF mapped
+    to Hugging Face names).
+    """
+    a_tensors: list[ValueTensor] = list(a.tensors)
+    b_tensors: list[ValueTensor] = list(b.tensors)
+    in_a = {t.name for t in a_tensors}
+    b_index = {t.name: i for i, t in enumerate(b_tensors)}
+    stats_a: list[dict[str, Any]] = []
+    stats_b: list[dict[str, Any]] = [{} for _ in b_tensors]
+    diffs: list[ValueDiff] = []
+    # b's tensors read before their partner in a: (info, bytes or None when let go, bytes held)
+    waiting: dict[str, tuple[ValueTensor, TensorBytes | None, int]] = {}
+    waiting_bytes = 0
+    total = sum(_values_nbytes(t) for t in a_tensors) + sum(_values_nbytes(t) for t in b_tensors)
+    with progress(total, "stats") as bar:
+        from_a: Iterator[tuple[ValueTensor, TensorBytes]] = iter(a.stream([t.name for t in a_tensors]))
+        from_b: Iterator[tuple[ValueTensor, TensorBytes]] = iter(b.stream([t.name for t in b_tensors]))
+
+        def seen_b(item: tuple[ValueTensor, TensorBytes]) -> tuple[ValueTensor, TensorBytes, int]:
+            """``b``'s next tensor held, its stats taken, and the memory it holds while it waits
+            (none for a view of a mapped local file)."""
+            tb, db = item[0], hold(item[1])
+            stats_b[b_index[tb.name]] = _stats_entry(tb, db, bar)
+            return tb, db, 0 if b.local and isinstance(item[1], memoryview) else len(db)
+
+        for ta, da in from_a:
+            da = hold(da)
+            stats_a.append(_stats_entry(ta, da, bar))
+            if ta.name not in b_index:
                 continue
-            out.append(js_safe({"name": info.name, "stats": stats.to_dict(), "histogram": hist, "heatmap": None}))
-    return out
+            if ta.name in waiting:
+                tb, db_waiting, cost = waiting.pop(ta.name)
+                waiting_bytes -= cost
+                # Let go for want of room: read again (the one case where b's bytes are read twice).
+                db = db_waiting if db_waiting is not None else hold(b.data(tb.name))
+            else:
+                tb, db, cost = seen_b(next(from_b))
+                while tb.name != ta.name:
+                    if tb.name in in_a:  # its partner in a is still to come
+                        keep = waiting_bytes + cost <= HOLD_CAP
+                        waiting[tb.name] = (tb, db, cost) if keep else (tb, None, 0)
+                        waiting_bytes += cost if keep else 0
+                    tb, db, cost = seen_b(next(from_b))
+            diffs.append(compare_values(ta, da, tb, db))
+        for item in from_b:  # b's own tensors after the last shared one
+            seen_b(item)
+    return stats_a, stats_b, sorted(diffs, key=lambda v: v.name)
 
 
 def _short_diff(diff: dict[str, Any]) -> dict[str, Any]:
@@ -342,15 +401,26 @@ class ViewSession:
         ``live``: served by a running server that answers the page's value requests."""
         inputs = [input_document(c) for c in self.inputs]
         diff = None
+        stats: list[list[dict[str, Any]] | None] = [None, None]
         if len(self.inputs) == 2:
             a, b = self.inputs
-            diff = _short_diff(js_safe(diff_files(a, b, values=with_stats, progress=progress).to_dict()))
             names = _diff_names(a, b)
+            if with_stats and names == [None, None]:
+                # The structure and metadata need no tensor byte; the values come from the one
+                # pass over each input that also gives the stats.
+                result = diff_files(a, b, progress=progress)
+                stats[0], stats[1], result.values = stream_pair(a, b, progress)
+                result.same = result.same and not any(v.differing or not v.compared for v in result.values)
+            else:
+                # A GGUF compared under Hugging Face names: its q/k rows are put back for the
+                # comparison (diff_files streams both), and the stats below read it once more.
+                result = diff_files(a, b, values=with_stats, progress=progress)
+            diff = _short_diff(js_safe(result.to_dict()))
             if names != [None, None]:  # else the diff is exactly the diff command's JSON
                 diff["names"] = names
         if with_stats:
-            for doc, ckpt in zip(inputs, self.inputs):
-                doc["stats"] = stream_values(ckpt, progress)
+            for i, (doc, ckpt) in enumerate(zip(inputs, self.inputs)):
+                doc["stats"] = stats[i] if stats[i] is not None else stream_values(ckpt, progress)
         return {"version": 1, "live": live, "inputs": inputs, "diff": diff}
 
     def document_json(self) -> bytes:
@@ -402,5 +472,6 @@ class ViewSession:
         self.close()
 
 
-__all__ = ["HOLD_CAP", "ViewSession", "gguf_document", "hold", "input_document", "js_safe", "stream_values", "thumbnail",
-           "tree_arrays"]
+__all__ = ["HOLD_CAP", "ViewSession", "gguf_document", "hold", "input_document", "js_safe", "stream_pair", "stream_values",
+           "thumbnail",
+           "tree_columns"]

@@ -11,14 +11,18 @@
  * demand) or, in an exported report, a JSON block embedded in the page with the same shape:
  *   {inputs: [{label, format, local, summary, metadata: [[k, v]] | null, modelspec: [[k, v]],
  *              thumbnail, tensors: {name: [], dtype: [], shape: [], params: [], bytes: [],
- *              begin: [], end: [], file: [] | null}, tree: [label, params, count, bytes,
- *              children, tensorIndex], stats: [{stats, histogram}] | null}],
+ *              begin: [], end: [], file: [] | null}, tree: {nodes: [], label: [], params: [],
+ *              tensors: [], bytes: [], end: []}, stats: [{stats, histogram}] | null}],
  *    diff: (diff --json) | null, live}
  * A GGUF input (format "gguf") has the same fields; its summary adds gguf_version and alignment,
  * its metadata pairs are inspect's text (long arrays as length and first items) with
  * metadata_types beside them, dtype is the GGML type (Q4_K), and tensors.dims (GGUF's order) and
  * tensors.values (the dtype its values read as) are added.  diff.names gives, per input, the
  * names the diff shows for its tensors (a GGUF's mapped to Hugging Face names) or null.
+ * The tree is flat: tree.nodes lists every node but the root depth first, a tensor as its index
+ * in the columns (its label is its name after its group's path and a dot), group g as -1 - g;
+ * the other tree arrays are per group (0 is the root), end[g] being where g's subtree ends in
+ * nodes, so a collapsed group is skipped in one step.
  * Lists are virtualised: only the rows in view exist in the DOM, so a 100,000-tensor header
  * renders as fast as a small one.
  */
@@ -290,17 +294,18 @@ function renderOverview(view, inp) {
 }
 
 // ---- tree: the server's tree (inspect --tree's numbers), groups expanded on demand ---------------
-function visibleNodes(root) {
-  const out = [];
-  const stack = [];
-  for (let i = root[4].length - 1; i >= 0; i--) stack.push([root[4][i], 0, ""]);
-  while (stack.length) {
-    const [node, depth, parent] = stack.pop();
-    const path = parent ? parent + "." + node[0] : node[0];
-    out.push([node, depth, path]);
-    if (node[4].length && state.expanded.has(path)) {
-      for (let i = node[4].length - 1; i >= 0; i--) stack.push([node[4][i], depth + 1, path]);
-    }
+function visibleNodes(tree) { // [tensor index or -1 - group, depth, path (groups) or label start (tensors)]
+  const nodes = tree.nodes, out = [];
+  const open = []; // the expanded groups we are inside: [end, path]
+  let i = 0;
+  while (i < nodes.length) {
+    while (open.length && i >= open[open.length - 1][0]) open.pop();
+    const depth = open.length, parent = depth ? open[depth - 1][1] : "";
+    const n = nodes[i];
+    if (n >= 0) { out.push([n, depth, depth ? parent.length + 1 : 0]); i++; continue; }
+    const g = -1 - n, path = depth ? parent + "." + tree.label[g] : tree.label[g];
+    out.push([n, depth, path]);
+    if (state.expanded.has(path)) { open.push([tree.end[g], path]); i++; } else i = tree.end[g];
   }
   return out;
 }
@@ -329,11 +334,11 @@ function fillTree(list, inp, status, keep) {
     return;
   }
   status.textContent = fmtInt(names.length) + " tensors";
-  const nodes = visibleNodes(inp.tree);
+  const tree = inp.tree, nodes = visibleNodes(tree);
   list.set(nodes.length, (k) => {
-    const [node, depth, path] = nodes[k];
-    const [label, params, count, , kids, index] = node;
-    if (index >= 0) return tensorLine(inp, index, label === "" ? '""' : label, depth);
+    const [n, depth, where] = nodes[k];
+    if (n >= 0) { const label = names[n].slice(where); return tensorLine(inp, n, label === "" ? '""' : label, depth); }
+    const g = -1 - n, path = where, label = tree.label[g], params = tree.params[g], count = tree.tensors[g];
     const open = state.expanded.has(path);
     const row = el("div", { class: "row group", "data-path": path },
       el("span", { class: "name" }, el("span", { class: "twisty" }, open ? "▾" : "▸"), label === "" ? '""' : label),
