@@ -8,7 +8,7 @@ are left out, and each such shard is named in a warning on stderr (``skipped`` i
 The output keeps the first shard's metadata and is written through a temp file renamed into
 place; an OUT that is the index or one of the shards (a symlink to one included) is refused.
 OUT may be a store URL (``s3://bucket/model.safetensors``): streamed there, and published only
-when complete.
+when complete.  A URL input is read ahead: runs of small tensors share one request.
 """
 
 from __future__ import annotations

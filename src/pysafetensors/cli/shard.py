@@ -6,7 +6,8 @@ order and packed greedily (a tensor larger than the limit gets a shard of its ow
 tensor bytes, decimal units (1 GB = 10^9) as transformers.  Each shard keeps the source
 metadata; the index is written last, so a directory with an index is always complete.  OUTDIR
 may be an fsspec URL prefix (``s3://bucket/sharded/``; credentials and endpoint from the
-environment, as the store's library reads them).
+environment, as the store's library reads them).  A URL input is read ahead: runs of small
+tensors share one request.
 """
 
 from __future__ import annotations

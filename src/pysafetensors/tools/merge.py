@@ -6,7 +6,8 @@ the same save as the index (:func:`~pysafetensors.tools.checkpoint.open_checkpoi
 a shard holds but the index does not map to it are not part of the checkpoint: they are left
 out, and each such shard is named in :attr:`MergeResult.skipped`.  The output keeps the first
 shard's metadata and is written through a temp file renamed into place (or streamed to a store
-URL and published when complete).  An output that is the index or one of the
+URL and published when complete), its tensors read with read-ahead
+(:func:`~pysafetensors.tools.shard.streamed_items`).  An output that is the index or one of the
 shards (a symlink to one included) is refused before anything is written.
 """
 

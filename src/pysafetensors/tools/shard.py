@@ -10,13 +10,15 @@ fsspec URL prefix (``s3://bucket/sharded/``).
 Before anything is written, shards or an index already in ``outdir`` are refused unless
 ``force``, and an ``outdir`` holding the input itself is always refused.
 
-:func:`streamed_items` is also what ``merge`` writes from.
+:func:`streamed_items` is also what ``merge`` writes from: the tensors' bytes are read in the
+order the writer asks for them, with :meth:`Checkpoint.stream`, so runs of small tensors on a
+remote input share one request instead of costing one each.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,7 +30,7 @@ from ..io.sinks import is_url_target, open_directory
 from ..sharded import write_sharded
 from ..writer import WriteItem
 from ._base import Bar, JsonResult, Progress, no_progress
-from .checkpoint import Checkpoint, open_checkpoint
+from .checkpoint import Checkpoint, RangedBytes, TensorBytes, open_checkpoint
 
 
 @dataclass
@@ -49,6 +51,35 @@ class ShardResult(JsonResult):
     dry_run: bool = False
 
 
+class _ReadAhead:
+    """Whole tensors for a writer that asks for them one at a time, in ``order``.
+
+    They come from :meth:`Checkpoint.stream` over ``order``: on a remote input, runs of small
+    tensors lying back to back are one request.  A name asked out of that order restarts the
+    stream there (still correct, only with fewer shared reads).  Each buffer handed out is the
+    writer's to keep: the stream reads every run into a fresh buffer.
+    """
+
+    def __init__(self, ckpt: Checkpoint, order: Sequence[str]) -> None:
+        self._ckpt = ckpt
+        self._order = list(order)
+        self._position = {name: i for i, name in enumerate(self._order)}
+        self._stream: Iterator[tuple[Any, TensorBytes]] | None = None
+        self._expected = -1  # position of the name the stream yields next
+
+    def read(self, name: str) -> Any:
+        i = self._position.get(name)
+        if i is None:
+            return self._ckpt.read(name)
+        if self._stream is None or i != self._expected:
+            self._stream = self._ckpt.stream(self._order[i:])
+        info, data = next(self._stream)
+        self._expected = i + 1
+        if isinstance(data, RangedBytes):  # larger than a read-ahead window: one read of its own
+            return self._ckpt.read(info.name)
+        return data
+
+
 def writer_order(ckpt: Checkpoint, groups: Sequence[Sequence[str]]) -> list[str]:
     """The order the writer asks for the tensors of ``groups`` (one group per output file,
     written in turn): each file's layout order (``format.layout.plan_layout``)."""
@@ -61,15 +92,16 @@ def writer_order(ckpt: Checkpoint, groups: Sequence[Sequence[str]]) -> list[str]
 
 def streamed_items(ckpt: Checkpoint, names: Sequence[str], bar: Bar,
                    files: Sequence[Sequence[str]] | None = None) -> list[WriteItem]:
-    """Write items for ``names`` (in that order), their bytes read as the writer
+    """Write items for ``names`` (in that order), their bytes read with read-ahead as the writer
     asks for them.  ``files`` is how the writer splits them into files, written in turn (the
-    shard plan; default: one file)."""
+    shard plan; default: one file), which gives the order it asks in."""
+    reader = _ReadAhead(ckpt, writer_order(ckpt, [names] if files is None else files))
 
     def item(name: str) -> WriteItem:
         t = ckpt.info(name)
 
         def get_bytes() -> Any:
-            data = ckpt.read(name)  # a view of a mapped source: no copy until the write
+            data = reader.read(name)  # a view of a mapped source: no copy until the write
             bar.update(len(data))
             return data
 
