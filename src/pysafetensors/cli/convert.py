@@ -7,7 +7,8 @@ The conversion is :func:`pysafetensors.tools.convert.convert_checkpoint`'s: a GG
 (recognised by its magic; a local file or a URL) is dequantized and written a chunk at a time,
 ``--dtype f32|f16|bf16|keep`` and ``--hf-names`` apply to it (and only to it), and the report
 names what ``--hf-names`` could not map; anything else is a PyTorch or numpy file converted
-without running pickle code.  This module parses arguments and renders the report.
+without running pickle code.  This module parses arguments and renders the report (what
+came from the input escaped in text, exact in ``--json``).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from ..errors import SafetensorError, VerificationFailed
 from ..gguf.convert import DTYPES
 from ..tools.convert import GGUFConversionResult, convert_checkpoint
 from ..tools.metadata import parse_assignments
-from ._common import first_names, progress_factory
+from ._common import first_names, progress_factory, terminal_safe
 from ._inputs import storage_options_for
 from .main import common_options, report_error
 
@@ -52,6 +53,8 @@ def render(report: ConversionReport, *, as_json: bool = False) -> str:
     """The report as text (or JSON with stable keys)."""
     if as_json:
         return json.dumps(report.to_dict(), indent=2, ensure_ascii=False) + "\n"
+    # Tensor names come from the pickle: a newline or escape sequence must not reach the terminal.
+    report = terminal_safe(report)
     state = "verified" if report.verified else ("NOT verified" if not report.findings else "verification FAILED")
     summary = (
         f"{report.source} ({report.source_kind}) -> {report.destination}: {report.tensors} tensors, "
@@ -70,6 +73,7 @@ def render(report: ConversionReport, *, as_json: bool = False) -> str:
 def render_gguf(result: GGUFConversionResult, *, as_json: bool = False) -> str:
     if as_json:
         return json.dumps(result.to_dict(), indent=2, ensure_ascii=False) + "\n"
+    result = terminal_safe(result)  # names and the architecture come from the file
     report = result.conversion
     arch = f", {report.architecture}" if report.architecture else ""
     lines = [(f"{result.source} (GGUF v{result.version}{arch}) -> {report.output}: {report.tensors} tensors, "

@@ -18,13 +18,14 @@ import sys
 from typing import Any
 
 from ..tools.merge import MergeResult, merge_checkpoint
-from ._common import emit, fmt_bytes, plural, progress_factory, render_json
+from ._common import emit, escape_text, fmt_bytes, plural, progress_factory, render_json, terminal_safe
 from ._inputs import storage_options_for
 
 
 def render_merge(r: MergeResult, fmt: str = "text") -> str:
     if fmt == "json":
         return render_json(r)
+    r = terminal_safe(r)
     return (f"wrote {r.output}: {plural(r.tensor_count, 'tensor')}, {fmt_bytes(r.total_size)} of tensor data "
             f"from {plural(len(r.shards), 'file')}\n")
 
@@ -42,6 +43,6 @@ def run(args: argparse.Namespace) -> int:
                          storage_options=storage_options_for(args.index) or None,
                          output_storage_options=storage_options_for(args.output) or None)
     for message in r.skipped:
-        print(f"pysafetensors merge: warning: {message}", file=sys.stderr)
+        print(f"pysafetensors merge: warning: {escape_text(message)}", file=sys.stderr)
     emit(render_merge(r, "json" if args.json else "text"))
     return 0

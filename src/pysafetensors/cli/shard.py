@@ -18,13 +18,14 @@ from typing import Any
 
 from ..format.index import parse_size
 from ..tools.shard import ShardResult, shard_checkpoint
-from ._common import emit, fmt_bytes, plural, progress_factory, render_json
+from ._common import emit, fmt_bytes, plural, progress_factory, render_json, terminal_safe
 from ._inputs import storage_options_for
 
 
 def render_shard(r: ShardResult, fmt: str = "text") -> str:
     if fmt == "json":
         return render_json(r)
+    r = terminal_safe(r)
     verb = "would write" if r.dry_run else "wrote"
     head = (f"{verb} {len(r.shards)} shard(s) to {r.outdir} (max shard size {fmt_bytes(r.max_shard_size)}, "
             f"total {fmt_bytes(r.total_size)})")
