@@ -7,8 +7,9 @@ The conversion is :func:`pysafetensors.tools.convert.convert_checkpoint`'s: a GG
 (recognised by its magic; a local file or a URL) is dequantized and written a chunk at a time,
 ``--dtype f32|f16|bf16|keep`` and ``--hf-names`` apply to it (and only to it), and the report
 names what ``--hf-names`` could not map; anything else is a PyTorch or numpy file converted
-without running pickle code.  This module parses arguments and renders the report (what
-came from the input escaped in text, exact in ``--json``).
+without running pickle code.  IN may be a pipe (``/dev/stdin``): it is copied to a temporary
+file first.  This module parses arguments and renders the report (what came from the input
+escaped in text, exact in ``--json``).
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ HELP = ("convert a PyTorch checkpoint (.pt/.bin/.pth, zip or legacy), .npy/.npz 
 def add_parser(subparsers: Any) -> None:
     """Register the ``convert`` subcommand."""
     p = subparsers.add_parser("convert", parents=[common_options()], help=HELP, description=HELP)
-    p.add_argument("input", metavar="IN", help="checkpoint or numpy file to convert")
+    p.add_argument("input", metavar="IN", help="checkpoint or numpy file to convert (or a pipe: /dev/stdin)")
     p.add_argument("output", metavar="OUT", help="safetensors file to write (replaced atomically)")
     p.add_argument("--key", help="convert only this dotted subtree, e.g. state_dict or model.encoder")
     p.add_argument("--no-verify", dest="verify", action="store_false",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from contextlib import closing
+from contextlib import closing, nullcontext
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -26,6 +26,7 @@ from ..reader import SafeFile
 from .checkpoint import Checkpoint, SourceBytes, Unconvertible, settle
 from .limits import Budget
 from .numpy_files import load_npy, load_npz
+from .streams import is_stream, spooled
 from .torch_legacy import load_torch_legacy
 from .torch_zip import load_torch_zip
 from .tree import drop_tied, flatten, is_leaf, select
@@ -143,6 +144,7 @@ def convert_file(
     verify: bool = True,
     metadata: Mapping[str, str] | None = None,
     storage_options: Mapping[str, Any] | None = None,
+    fileobj: Any = None,
 ) -> ConversionReport:
     """Convert a ``torch.save`` checkpoint (zip or legacy) or a ``.npy``/``.npz`` file to safetensors.
 
@@ -154,13 +156,19 @@ def convert_file(
     output is re-read and compared bit for bit; problems raise :class:`VerificationFailed`
     (whose ``report`` lists them).  ``dst`` may be a store URL (``s3://...``;
     ``storage_options`` for its filesystem): staged locally, uploaded all or nothing, and
-    verified by reading it back from the store.
+    verified by reading it back from the store.  ``src`` may be a pipe or other stream
+    (``/dev/stdin``): it is copied to a temporary file first, bounded by the free disk space
+    (:mod:`.streams`).  ``fileobj``, an open binary file holding ``src``'s bytes (such a copy),
+    is read instead of ``src``, which then only names the source in the report and errors.
     """
     src, dst = os.fspath(src), os.fspath(dst)
     extra = _check_metadata(metadata)
     if not is_url_target(dst) and os.path.exists(dst) and os.path.samefile(src, dst):
         raise ConversionError(f"refusing to overwrite the source {src!r} with its conversion")
-    with closing(load_checkpoint(src)) as checkpoint:
+    # A regular file is opened by load_checkpoint (io.open_source's backend rule); a pipe or
+    # other stream is read once into a temporary file, since the readers seek.
+    spool = spooled(src) if fileobj is None and is_stream(src) else nullcontext(fileobj)
+    with spool as readable, closing(load_checkpoint(src, readable)) as checkpoint:
         tensors, skipped = _select_tensors(checkpoint, key)
         for name, leaf in tensors.items():
             if isinstance(leaf, Unconvertible):

@@ -4,17 +4,21 @@ A GGUF file (recognised by its magic, never its name; a local file or a URL) goe
 :func:`pysafetensors.gguf.convert.convert_gguf`: ``dtype`` and ``hf_names`` apply to it (and
 only to it), its tensors are dequantized and written a chunk at a time.  Anything else goes to
 :func:`pysafetensors.convert.convert_file` (PyTorch zip or legacy, ``.npy``/``.npz``), which
-runs no pickle code and verifies what it wrote.
+runs no pickle code and verifies what it wrote.  A pipe or other stream (``/dev/stdin``) is
+copied to a temporary file first (:mod:`pysafetensors.convert.streams`, bounded by the free
+disk space), once, so it can be sniffed and then read by offset like a file.
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import IO, Any
 
 from ..convert import ConversionReport, convert_file
+from ..convert.streams import is_stream, spooled
 from ..errors import SafetensorError
 from ..format.dtypes import BY_CODE
 from ..gguf.convert import GGUFConversion, convert_gguf, output_code
@@ -116,12 +120,13 @@ def convert_checkpoint(
     output's.  ``storage_options`` go to a remote input.  A failed verification raises
     :class:`~pysafetensors.errors.VerificationFailed` carrying the report."""
     path, output = os.fspath(path), os.fspath(output)
-    source = gguf_source(path, storage_options)
-    if source is not None:
-        return _convert_gguf(source, redact_url(path), output, key, dtype, hf_names, metadata, progress)
-    if dtype is not None or hf_names:
-        raise ValueError("--dtype and --hf-names apply to GGUF inputs; this input is not a GGUF file")
-    return convert_file(path, output, key=key, verify=verify, metadata=metadata)
+    with (spooled(path) if url_scheme(path) is None and is_stream(path) else nullcontext()) as copy:
+        source = gguf_source(path, storage_options, copy)
+        if source is not None:
+            return _convert_gguf(source, redact_url(path), output, key, dtype, hf_names, metadata, progress)
+        if dtype is not None or hf_names:
+            raise ValueError("--dtype and --hf-names apply to GGUF inputs; this input is not a GGUF file")
+        return convert_file(path, output, key=key, verify=verify, metadata=metadata, fileobj=copy)
 
 
 __all__ = ["GGUFConversionResult", "convert_checkpoint", "gguf_output_bytes", "gguf_source"]
