@@ -1,7 +1,8 @@
 """What crosses the network for a URL input: each byte once, and few requests.
 
-``id --content --tensors`` hashes everything in one pass; ``stats``, ``diff --values`` and
-``id`` read runs of small tensors with one request instead of one request per tensor.
+``id --content --tensors`` hashes everything in one pass; ``stats``, ``diff --values``, ``id``,
+``shard`` and ``merge`` read runs of small tensors with one request instead of one request per
+tensor.
 Counted on a loopback HTTP server.
 """
 
@@ -15,6 +16,7 @@ import numpy as np
 import pytest
 from servers import RangeServer
 
+from pysafetensors import safe_open
 from pysafetensors.numpy import save_file, save_sharded
 from pysafetensors.tools import _chunks
 
@@ -107,3 +109,25 @@ def test_sharded_url_reads_ahead_shard_by_shard(files: dict[str, Path], server: 
     assert server.log.requests <= 60 and server.log.bytes_sent <= total * 1.02
     local = {t["name"]: t for t in _json("stats", files["single"])["tensors"]}
     assert {t["name"]: t for t in remote["tensors"]} == local
+
+
+@pytest.mark.parametrize("source", ["model.safetensors", "sharded/model.safetensors.index.json"],
+                         ids=["file", "index"])
+@pytest.mark.parametrize("command", ["shard", "merge"])
+def test_shard_and_merge_read_ahead(command: str, source: str, files: dict[str, Path], server: RangeServer,
+                                    tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """shard and merge write whole tensors: runs of small ones come from one request each."""
+    monkeypatch.setattr(_chunks, "CHUNK_ELEMENTS", 1 << 17)  # 1 MiB read ahead: several windows
+    out = tmp_path / ("shards" if command == "shard" else "merged.safetensors")
+    args = [command, server.url(source), out] + (["--max-shard-size", "1MB"] if command == "shard" else [])
+    served = (files["single"].stat().st_size if source == "model.safetensors"
+              else sum(p.stat().st_size for p in files["sharded"].iterdir()))
+    server.reset_log()
+    assert run_cli(*args).code == 0
+    assert server.log.requests <= 60, server.log.requests  # not one per tensor (3000)
+    assert server.log.bytes_sent <= served * 1.02
+    expected = _tensors()
+    with safe_open(out / "model.safetensors.index.json" if command == "shard" else out, "np") as f:
+        assert set(f.keys()) == set(expected)
+        for name in expected:
+            np.testing.assert_array_equal(f.get_tensor(name), expected[name])

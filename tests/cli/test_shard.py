@@ -10,8 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pysafetensors.cli.shard import compute_shard
 from pysafetensors.numpy import load_file, save_file
+from pysafetensors.tools.shard import shard_checkpoint
 
 from .conftest import run_cli
 
@@ -27,7 +27,7 @@ def test_plan_follows_the_library(sample: Path, tmp_path: Path) -> None:
     nbytes = {t.name: t.nbytes for t in f.header.tensors}
     f.close()
     expected = plan_shards([(k, nbytes[k], None) for k in sorted(nbytes)], 100)
-    r = compute_shard(str(sample), str(tmp_path / "d"), "100B", dry_run=True)
+    r = shard_checkpoint(str(sample), str(tmp_path / "d"), "100B", dry_run=True)
     assert [s.name for s in r.shards] == shard_names(len(expected))
     assert [s.tensors for s in r.shards] == [len(g) for g in expected]
     assert [s.nbytes for s in r.shards] == [sum(nbytes[n] for n in g) for g in expected]
@@ -65,7 +65,7 @@ def test_upstream_reads_our_shards(tmp_path: Path) -> None:
     sample = tmp_path / "plain.safetensors"  # dtypes upstream's numpy face can load
     save_file({f"t{i}": np.arange(i * 10, dtype=np.float32 if i % 2 else np.int64) for i in range(6)}, str(sample),
               metadata={"format": "np"})
-    compute_shard(str(sample), str(tmp_path / "s"), 100)
+    shard_checkpoint(str(sample), str(tmp_path / "s"), 100)
     index = json.loads((tmp_path / "s" / "model.safetensors.index.json").read_text())
     ours = load_file(str(sample))
     for shard in set(index["weight_map"].values()):
@@ -74,7 +74,7 @@ def test_upstream_reads_our_shards(tmp_path: Path) -> None:
 
 
 def test_single_shard_has_no_index(sample: Path, tmp_path: Path) -> None:
-    r = compute_shard(str(sample), str(tmp_path / "one"), "5GB")
+    r = shard_checkpoint(str(sample), str(tmp_path / "one"), "5GB")
     assert r.index is None and [s.name for s in r.shards] == ["model.safetensors"]
     assert sorted(p.name for p in (tmp_path / "one").iterdir()) == ["model.safetensors"]
     assert (tmp_path / "one" / "model.safetensors").read_bytes() == sample.read_bytes()
@@ -128,7 +128,7 @@ def test_merge_missing_tensor_in_shard(tmp_path: Path) -> None:
 
 def test_real_model_shard_merge(real_model: Path, tmp_path: Path) -> None:
     out = tmp_path / "s"
-    r = compute_shard(str(real_model), str(out), "30MB")
+    r = shard_checkpoint(str(real_model), str(out), "30MB")
     assert len(r.shards) == 3 and r.total_size == 90_856_960  # the embedding (46.9 MB) alone, then greedy
     assert all(s.nbytes <= 30 * 10**6 for s in r.shards if s.tensors > 1)
     inspect = json.loads(run_cli("inspect", out, "--json").out)

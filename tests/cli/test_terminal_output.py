@@ -45,6 +45,7 @@ def _commands(a: Path, b: Path) -> list[list[object]]:
         ["diff", a, b, "--values"], ["diff", a, b, "--format", "md"],
         ["metadata", a, "get"], ["metadata", a, "get", EVIL_KEY],
         ["metadata", a, "set", f"{EVIL_KEY}=new\x1b[2J", "--dry-run"], ["validate", a],
+        ["shard", a, a.parent / "out\x1b]0;t\x07", "--dry-run"], ["merge", a, a.parent / "m\nresult: identical"],
     ]
 
 
@@ -76,6 +77,25 @@ def test_errors_are_escaped(evil: tuple[Path, Path]) -> None:
     assert r.code == 1 and "\\x1b]0;title\\x07" in r.err and not UNSAFE.search(r.err)
     r = run_cli("inspect", a / "x\x1b[2J")
     assert r.code == 2 and not UNSAFE.search(r.err) and r.err.count("\n") == 1
+
+
+def test_convert_report_escapes_pickle_names(tmp_path: Path) -> None:
+    """convert's tied, skipped and finding lines name pickle keys: escaped in text, exact in JSON."""
+    torch = pytest.importorskip("torch")
+    w, base = torch.ones(3), torch.arange(10.0)
+    tied, skipped, viewed = "b\x1b]0;pwn\x07", "bad\nresult: forged", "part\n~ forged: line\u202e"
+    src = tmp_path / "evil\x1b[2J.pt"
+    # a and its tie share a storage; the view of base inflates the output past 1%: a finding
+    torch.save({"a": w, tied: w, skipped: 5, "all": base, viewed: base[2:8]}, src)
+    r = run_cli("convert", src, tmp_path / "out.safetensors")
+    assert r.code == 1, r.err  # the finding: views expanded into copies
+    assert "tied:" in r.out and "skipped 1" in r.out and "finding:" in r.out
+    assert not UNSAFE.search(r.out + r.err), r.out
+    assert not any(line.startswith(("result: forged", "~ forged")) for line in r.out.splitlines()), r.out
+    assert escape_text(tied) in r.out and escape_text(skipped) in r.out and escape_text(src.name) in r.out
+    report = json.loads(run_cli("convert", src, tmp_path / "out2.safetensors", "--json", "--no-verify").out)
+    assert report["skipped"] == [skipped] and tied in {*report["removed"], *report["removed"].values()}
+    assert report["source"] == str(src)
 
 
 SECRET, PASSWORD = "SiGnAtUrE0123", "hunter2pass"

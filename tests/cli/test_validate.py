@@ -158,6 +158,33 @@ def test_unreadable_exit_2(tmp_path: Path) -> None:
     assert r.code == 2 and r.out == "" and len(r.err.strip().splitlines()) == 1
 
 
+def test_a_pipe_is_validated_like_the_file(sample: Path, tmp_path: Path) -> None:
+    """validate reads /dev/stdin (a pipe) as every other command does: the same verdict as the file."""
+    import os
+    import subprocess
+    import sys
+
+    data = sample.read_bytes()
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2] / "src")}
+
+    def piped(stdin: bytes) -> tuple[int, dict[str, Any]]:
+        p = subprocess.run([sys.executable, "-m", "pysafetensors", "validate", "/dev/stdin", "--json"], input=stdin,
+                           capture_output=True, env=env, timeout=120, check=False)
+        assert p.returncode in (0, 1), p.stderr
+        return p.returncode, json.loads(p.stdout)
+
+    code, result = piped(data)
+    local = json.loads(run_cli("validate", sample, "--json").out)
+    assert code == 0 and {**result, "path": None} == {**local, "path": None} and result["file_size"] == len(data)
+    for stdin, problem in ((data + b"xyz", "size_mismatch_file"), (data[:-3], "size_mismatch_file"),
+                           (data[:5], "header_too_small")):
+        code, result = piped(stdin)
+        file = tmp_path / f"{len(stdin)}.safetensors"
+        file.write_bytes(stdin)
+        assert code == 1 and [p["code"] for p in result["problems"]] == [problem], result
+        assert [p.code for p in compute_validate(str(file)).problems] == [problem]  # as the file says
+
+
 def test_real_model_valid(real_model: Path) -> None:
     r = run_cli("validate", real_model)
     assert r.code == 0 and "valid (104 tensors" in r.out

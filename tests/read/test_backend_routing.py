@@ -147,13 +147,85 @@ def _cli(*args: str) -> tuple[int, str, str]:
     return code, out.getvalue(), err.getvalue()
 
 
-@pytest.mark.parametrize("command", [["inspect"], ["stats"], ["id"], ["validate"], ["metadata", "{}", "get"]])
+@pytest.mark.parametrize("command", [
+    ["inspect", "{}"], ["stats", "{}"], ["id", "{}"], ["validate", "{}"], ["metadata", "{}", "get"],
+    ["diff", "{}", "{}"], ["merge", "{}", "{out}/merged.safetensors"], ["shard", "{}", "{out}/sharded"],
+])
 def test_cli(command: list[str], remote_dir: Path, opened: list[tuple[str, str]]) -> None:
     path = str(remote_dir / "m.safetensors")
-    args = [path if a == "{}" else a for a in command] + ([] if "{}" in command else [path])
+    args = [a.replace("{}", path).replace("{out}", str(remote_dir)) for a in command]
     code, _, err = _cli(*args)
     assert code == 0, err
     _only_pread(opened, "m.safetensors")
+
+
+# --- convert: its inputs too ------------------------------------------------------------------
+
+
+@pytest.fixture
+def mapped(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The file name behind every ``mmap.mmap`` made (the real map is still made)."""
+    import mmap
+
+    log: list[str] = []
+    real = mmap.mmap
+
+    def spy(fileno: int, *args: Any, **kwargs: Any) -> Any:
+        log.append(os.path.basename(os.readlink(f"/proc/self/fd/{fileno}")) if fileno >= 0 else "<anonymous>")
+        return real(fileno, *args, **kwargs)
+
+    monkeypatch.setattr(mmap, "mmap", spy)
+    return log
+
+
+def _checkpoints(d: Path) -> dict[str, Path]:
+    """The same tensors as every kind convert reads: .npy, .npz, torch zip and torch legacy."""
+    files = {"npy": d / "a.npy", "npz": d / "m.npz"}
+    np.save(files["npy"], ARRAYS["a"])
+    np.savez(files["npz"], **ARRAYS)
+    if importlib.util.find_spec("torch"):
+        import torch
+
+        state = {k: torch.from_numpy(v) for k, v in ARRAYS.items()}
+        files["torch-zip"], files["torch-legacy"] = d / "zip.pt", d / "legacy.pt"
+        torch.save(state, files["torch-zip"])
+        torch.save(state, files["torch-legacy"], _use_new_zipfile_serialization=False)
+    return files
+
+
+def test_convert(remote_dir: Path, opened: list[tuple[str, str]], mapped: list[str]) -> None:
+    from pysafetensors.convert import convert_file
+
+    for kind, src in _checkpoints(remote_dir).items():
+        opened.clear()
+        mapped.clear()
+        report = convert_file(src, remote_dir / f"{kind}.safetensors")
+        assert report.source_kind == kind and report.verified
+        _only_pread(opened, src.name, f"{kind}.safetensors")  # the input, then the output read back
+        assert src.name not in mapped, (kind, mapped)
+        with safe_open(remote_dir / f"{kind}.safetensors", "np") as f:
+            np.testing.assert_array_equal(f.get_tensor("tensor" if kind == "npy" else "a"), ARRAYS["a"])
+
+
+def test_convert_is_mapped_on_a_local_disk(tmp_path: Path, opened: list[tuple[str, str]], mapped: list[str],
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """The control: the same conversions on a local disk still map the input (zero copy)."""
+    from pysafetensors.convert import convert_file
+
+    monkeypatch.setenv("PYSAFETENSORS_MOUNTINFO", _mount_table(tmp_path, {}))
+    for kind, src in _checkpoints(tmp_path).items():
+        opened.clear()
+        convert_file(src, tmp_path / f"{kind}.safetensors")
+        assert ("MmapSource", src.name) in opened, (kind, opened)
+
+
+def test_cli_convert(remote_dir: Path, opened: list[tuple[str, str]], mapped: list[str]) -> None:
+    src = _checkpoints(remote_dir)["npz"]
+    code, out, err = _cli("convert", str(src), str(remote_dir / "out.safetensors"))
+    assert code == 0, err
+    assert "verified" in out
+    _only_pread(opened, "m.npz")
+    assert "m.npz" not in mapped
 
 
 def test_cli_in_a_subprocess(remote_dir: Path, tmp_path: Path) -> None:

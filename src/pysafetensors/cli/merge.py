@@ -1,89 +1,31 @@
 """``pysafetensors merge INDEX_OR_DIR OUT``: join a sharded checkpoint into one file, streamed.
 
-Shard names from the index are checked (no ``..``, no absolute paths, ``.safetensors`` only),
-every tensor of the weight map must be in the shard it names, and every shard must come from
-the same save as the index.  Tensors a shard holds but the index does not map to it are not
-part of the checkpoint: they are left out, and each such shard is named in a warning on stderr
-(``skipped`` in ``--json``).  The output keeps the first shard's metadata and is written
-through a temp file renamed into place; an OUT that is the index or one of the shards (a
-symlink to one included) is refused.  OUT may be a store URL (``s3://bucket/model.safetensors``):
-streamed there, and published only when complete.
+The checks and the writing are :func:`pysafetensors.tools.merge.merge_checkpoint`'s (its
+docstring says how); this module parses arguments and renders.  Shard names from the index are
+checked, every tensor of the weight map must be in the shard it names, and every shard must
+come from the same save as the index.  Tensors a shard holds but the index does not map to it
+are left out, and each such shard is named in a warning on stderr (``skipped`` in ``--json``).
+The output keeps the first shard's metadata and is written through a temp file renamed into
+place; an OUT that is the index or one of the shards (a symlink to one included) is refused.
+OUT may be a store URL (``s3://bucket/model.safetensors``): streamed there, and published only
+when complete.  A URL input is read ahead: runs of small tensors share one request.
 """
 
 from __future__ import annotations
 
 import argparse
-import os
 import sys
-import warnings
-from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import UnmappedTensorWarning, WriteError
-from ..io.redact import redact_url
-from ..io.sinks import is_url_target
-from ..writer import write_file
-from ._common import bar_enabled, emit, fmt_bytes, plural, progress, render_json
-from ._inputs import Input, open_input, storage_options_for
-from .shard import write_items
-
-
-@dataclass
-class MergeResult:
-    source: str
-    output: str
-    shards: list[str]
-    tensor_count: int
-    total_size: int  # tensor bytes
-    skipped: list[str] = field(default_factory=list)  # warnings: tensors left out, per shard
-
-
-def _same_file(a: str, b: str) -> bool:
-    try:
-        return os.path.samefile(a, b)
-    except OSError:
-        return os.path.realpath(a) == os.path.realpath(b)
-
-
-def _refuse_own_input(inp: Input, output: str) -> None:
-    """OUT must not be one of the files being read (the index, a shard), symlinks included."""
-    inputs = [str(getattr(f.source, "name", "")) for f in inp.files]
-    if inp.index_path is not None:
-        inputs.append(inp.index_path)
-    if not inp.local or is_url_target(output):
-        shown = redact_url(output)
-        if shown in inputs:
-            raise WriteError(f"merge output {shown} is an input file; choose another output", filename=shown)
-        return
-    for source in inputs:
-        if _same_file(output, source):
-            raise WriteError(
-                f"merge output {output} is the input file {source}; choose another output path",
-                filename=output,
-            )
-
-
-def compute_merge(path: str, output: str, show_progress: bool = False) -> MergeResult:
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always", UnmappedTensorWarning)
-        inp = open_input(path)
-    skipped = [str(w.message) for w in caught if issubclass(w.category, UnmappedTensorWarning)]
-    for w in caught:
-        if not issubclass(w.category, UnmappedTensorWarning):
-            warnings.showwarning(w.message, w.category, w.filename, w.lineno)
-    with inp:
-        _refuse_own_input(inp, output)
-        names = sorted(t.name for t in inp.tensors)
-        total = sum(t.nbytes for t in inp.tensors)
-        with progress(total, "merging", show_progress) as bar:
-            write_file(write_items(inp, names, bar), output, inp.header_metadata, durable=True,
-                       storage_options=storage_options_for(output) or None)
-        return MergeResult(path, redact_url(output), inp.file_names, len(names), total, skipped)
+from ..tools.merge import MergeResult, merge_checkpoint
+from ._common import emit, escape_text, fmt_bytes, plural, progress_factory, render_json, terminal_safe
+from ._inputs import storage_options_for
 
 
 def render_merge(r: MergeResult, fmt: str = "text") -> str:
     if fmt == "json":
         return render_json(r)
+    r = terminal_safe(r)
     return (f"wrote {r.output}: {plural(r.tensor_count, 'tensor')}, {fmt_bytes(r.total_size)} of tensor data "
             f"from {plural(len(r.shards), 'file')}\n")
 
@@ -97,8 +39,10 @@ def add_parser(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    r = compute_merge(args.index, args.output, bar_enabled(args))
+    r = merge_checkpoint(args.index, args.output, progress=progress_factory(args),
+                         storage_options=storage_options_for(args.index) or None,
+                         output_storage_options=storage_options_for(args.output) or None)
     for message in r.skipped:
-        print(f"pysafetensors merge: warning: {message}", file=sys.stderr)
+        print(f"pysafetensors merge: warning: {escape_text(message)}", file=sys.stderr)
     emit(render_merge(r, "json" if args.json else "text"))
     return 0

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from contextlib import closing
+from contextlib import closing, nullcontext
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -23,9 +23,10 @@ from ..io.redact import redact_url
 from ..io.sinks import is_url_target, remove_target
 from ..io.sources import open_source
 from ..reader import SafeFile
-from .checkpoint import Checkpoint, Unconvertible, settle
+from .checkpoint import Checkpoint, SourceBytes, Unconvertible, settle
 from .limits import Budget
 from .numpy_files import load_npy, load_npz
+from .streams import is_stream, spooled
 from .torch_legacy import load_torch_legacy
 from .torch_zip import load_torch_zip
 from .tree import drop_tied, flatten, is_leaf, select
@@ -90,32 +91,32 @@ def detect_kind(fileobj: Any, label: str) -> str:
     raise CorruptCheckpoint(f"{label}: not a PyTorch checkpoint, .npy or .npz file (starts with {head[:8]!r})")
 
 
-def _real_size(fileobj: Any) -> int:
-    try:
-        return os.fstat(fileobj.fileno()).st_size
-    except (AttributeError, OSError, ValueError):
-        here = fileobj.tell()
-        size = fileobj.seek(0, os.SEEK_END)
-        fileobj.seek(here)
-        return int(size)
+_LOADERS = {"torch-zip": load_torch_zip, "torch-legacy": load_torch_legacy, "npz": load_npz, "npy": load_npy}
 
 
-def load_checkpoint(path: str, fileobj: Any) -> Checkpoint:
-    """Open ``path`` (already open as ``fileobj``) with the reader its content calls for.
+def load_checkpoint(path: str | os.PathLike[str], fileobj: Any = None) -> Checkpoint:
+    """Open ``path`` with the reader its content calls for.
 
-    Everything the source can make the loader allocate or walk is charged to one
-    :class:`~.limits.Budget` sized by the file's real size (kept on the checkpoint).
+    The file's bytes come from :func:`pysafetensors.io.open_source`, which applies the one
+    backend rule: a map on a local disk, positional reads (``pread``) on network and FUSE
+    filesystems, where a map of a file that another client shrinks would SIGBUS.  ``fileobj``,
+    an already open binary file of ``path``, is read instead of opening ``path`` again (by the
+    same rule: a file object is read like the file it has open).  Everything the source can
+    make the loader allocate or walk is charged to one :class:`~.limits.Budget` sized by the
+    file's real size (kept on the checkpoint).  Closing the checkpoint closes the source.
     """
+    path = os.fspath(path)
     label = os.path.basename(path) or path
-    kind = detect_kind(fileobj, label)
-    budget = Budget(label, _real_size(fileobj))
-    if kind == "torch-zip":
-        return load_torch_zip(fileobj, label, budget)
-    if kind == "torch-legacy":
-        return load_torch_legacy(fileobj, label, budget)
-    if kind == "npz":
-        return load_npz(fileobj, label, budget)
-    return load_npy(path, fileobj, label, budget)
+    data = SourceBytes(open_source(path if fileobj is None else fileobj), label)
+    try:
+        stream = data.file()
+        kind = detect_kind(stream, label)
+        checkpoint = _LOADERS[kind](data, stream, label, Budget(label, data.size))
+    except BaseException:
+        data.close()
+        raise
+    checkpoint._closers.insert(0, data.close)  # closers run last to first: the source goes last
+    return checkpoint
 
 
 def _select_tensors(checkpoint: Checkpoint, key: str | None) -> tuple[dict[str, Any], list[str]]:
@@ -143,6 +144,7 @@ def convert_file(
     verify: bool = True,
     metadata: Mapping[str, str] | None = None,
     storage_options: Mapping[str, Any] | None = None,
+    fileobj: Any = None,
 ) -> ConversionReport:
     """Convert a ``torch.save`` checkpoint (zip or legacy) or a ``.npy``/``.npz`` file to safetensors.
 
@@ -154,13 +156,19 @@ def convert_file(
     output is re-read and compared bit for bit; problems raise :class:`VerificationFailed`
     (whose ``report`` lists them).  ``dst`` may be a store URL (``s3://...``;
     ``storage_options`` for its filesystem): staged locally, uploaded all or nothing, and
-    verified by reading it back from the store.
+    verified by reading it back from the store.  ``src`` may be a pipe or other stream
+    (``/dev/stdin``): it is copied to a temporary file first, bounded by the free disk space
+    (:mod:`.streams`).  ``fileobj``, an open binary file holding ``src``'s bytes (such a copy),
+    is read instead of ``src``, which then only names the source in the report and errors.
     """
     src, dst = os.fspath(src), os.fspath(dst)
     extra = _check_metadata(metadata)
     if not is_url_target(dst) and os.path.exists(dst) and os.path.samefile(src, dst):
         raise ConversionError(f"refusing to overwrite the source {src!r} with its conversion")
-    with open(src, "rb") as fileobj, closing(load_checkpoint(src, fileobj)) as checkpoint:
+    # A regular file is opened by load_checkpoint (io.open_source's backend rule); a pipe or
+    # other stream is read once into a temporary file, since the readers seek.
+    spool = spooled(src) if fileobj is None and is_stream(src) else nullcontext(fileobj)
+    with spool as readable, closing(load_checkpoint(src, readable)) as checkpoint:
         tensors, skipped = _select_tensors(checkpoint, key)
         for name, leaf in tensors.items():
             if isinstance(leaf, Unconvertible):

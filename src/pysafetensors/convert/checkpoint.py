@@ -2,18 +2,18 @@
 
 from __future__ import annotations
 
-import mmap
-import os
+import io
 import struct
 import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, BinaryIO, Protocol, cast
 
 import numpy as np
 
 from ..errors import CorruptCheckpoint
 from ..format.dtypes import DType
+from ..io.protocols import ByteSource, ViewSource, capabilities
 from .limits import Budget
 
 
@@ -79,15 +79,22 @@ class Checkpoint:
                 pass  # arrays still view the map; it is unmapped when they are collected
 
 
-class MappedFile:
-    """A read-only map of a whole file, handing out uint8 views (bounds-checked)."""
+class SourceBytes:
+    """The checkpoint file's bytes, through the source :func:`pysafetensors.io.open_source` chose
+    for it: uint8 views of the map of a file on a local disk (zero copy), fresh buffers filled
+    by positional reads where the source has no views (``pread`` on network and FUSE
+    filesystems, where a map of a file another client shrinks would SIGBUS).  Every range is
+    checked against the file's real size first; arrays handed out are read-only.
+    """
 
-    def __init__(self, fileobj: Any, label: str) -> None:
+    def __init__(self, source: ByteSource, label: str) -> None:
+        self.source = source
         self.label = label
-        self.size = os.fstat(fileobj.fileno()).st_size
-        self._map = mmap.mmap(fileobj.fileno(), 0, access=mmap.ACCESS_READ) if self.size else None
+        self.size = source.size
+        self._views = cast(ViewSource, source) if capabilities(source).view else None
 
-    def view(self, offset: int, length: int, what: str) -> np.ndarray:
+    def check(self, offset: int, length: int, what: str) -> None:
+        """Raise CorruptCheckpoint unless ``[offset, offset + length)`` lies inside the file."""
         if offset < 0 or length < 0 or offset + length > self.size:
             raise CorruptCheckpoint(
                 f"{self.label}: {what} needs bytes [{offset}, {offset + length}) but the file has "
@@ -95,31 +102,80 @@ class MappedFile:
                 offset=offset,
                 length=length,
             )
-        if length == 0 or self._map is None:
+
+    def read(self, offset: int, length: int, what: str) -> np.ndarray:
+        """The bytes ``[offset, offset + length)`` as a read-only uint8 array (bounds-checked)."""
+        self.check(offset, length, what)
+        if length == 0:
             return np.empty(0, dtype=np.uint8)
-        return np.frombuffer(self._map, dtype=np.uint8, count=length, offset=offset)
+        if self._views is not None:
+            data = np.frombuffer(self._views.view(offset, length), dtype=np.uint8)
+        else:
+            data = np.empty(length, dtype=np.uint8)
+            self.source.read_into(offset, data.data)
+        data.flags.writeable = False
+        return data
+
+    def file(self) -> BinaryIO:
+        """A buffered, seekable file object reading through the source (for zipfile, the
+        unpickler and numpy's header readers), so they map nothing either."""
+        return io.BufferedReader(_SourceReader(self.source), buffer_size=1 << 16)  # type: ignore[return-value]
 
     def close(self) -> None:
-        if self._map is not None:
-            self._map.close()
+        self.source.close()  # a map still viewed by arrays is unmapped when they are collected
+
+
+class _SourceReader(io.RawIOBase):
+    """A ByteSource as a raw file object: each read is a positional read at its own offset."""
+
+    def __init__(self, source: ByteSource) -> None:
+        self._source = source
+        self._pos = 0
+        self.name = source.name
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self._pos
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        base = {io.SEEK_SET: 0, io.SEEK_CUR: self._pos, io.SEEK_END: self._source.size}.get(whence)
+        if base is None:
+            raise ValueError(f"invalid whence ({whence})")
+        if base + offset < 0:
+            raise ValueError(f"negative seek position {base + offset}")
+        self._pos = base + offset
+        return self._pos
+
+    def readinto(self, buffer: Any) -> int:
+        view = memoryview(buffer).cast("B")
+        n = max(0, min(len(view), self._source.size - self._pos))
+        if n:
+            self._source.read_into(self._pos, view[:n])
+        self._pos += n
+        return n
 
 
 _LOCAL_HEADER = struct.Struct("<4s22xHH")  # signature, ..., name length, extra length
 
 
-def zip_data_start(mapped: MappedFile, info: zipfile.ZipInfo, label: str) -> int:
+def zip_data_start(data: SourceBytes, info: zipfile.ZipInfo, label: str) -> int:
     """Where a member's (possibly compressed) bytes begin, from its local header."""
     what = f"entry {info.filename!r}"
-    header = mapped.view(info.header_offset, _LOCAL_HEADER.size, f"local header of {what}")
+    header = data.read(info.header_offset, _LOCAL_HEADER.size, f"local header of {what}")
     sig, name_len, extra_len = _LOCAL_HEADER.unpack(header.tobytes())
     if sig != b"PK\x03\x04":
         raise CorruptCheckpoint(f"{label}: bad local header for {what} at byte {info.header_offset}")
     return int(info.header_offset) + _LOCAL_HEADER.size + name_len + extra_len
 
 
-def check_member(mapped: MappedFile, info: zipfile.ZipInfo, label: str, budget: Budget) -> None:
+def check_member(data: SourceBytes, info: zipfile.ZipInfo, label: str, budget: Budget) -> None:
     """Before a member is read: its bytes lie inside the real file, and what reading it
     allocates (its declared size, which inflating a compressed member produces) is within the
     budget.  A 1 MB deflated member can declare 1 GiB; that is refused here, not inflated."""
-    mapped.view(zip_data_start(mapped, info, label), info.compress_size, f"entry {info.filename!r}")
+    data.check(zip_data_start(data, info, label), info.compress_size, f"entry {info.filename!r}")
     budget.charge(max(info.file_size, info.compress_size), f"reading archive entry {info.filename!r}")

@@ -1,7 +1,9 @@
 """numpy ``.npy`` / ``.npz`` sources, read with numpy's own readers and ``allow_pickle=False``.
 
 Headers are read first (dtype, shape) so the output can be planned and object arrays refused
-before any array data is loaded; each array is loaded only when it is written or verified.
+before any array data is loaded; each array is loaded only when it is written or verified.  A
+.npy array's data is read through :class:`~.checkpoint.SourceBytes` (a view of the file's map on
+a local disk, positional reads on a network filesystem), never with numpy's ``mmap_mode``.
 Before anything is written, each header is checked against the bytes really there: a .npy
 must hold the data its header declares, an .npz member's declared size must hold it, lie
 inside the archive and fit the source's budget (numpy reads a member whole into memory).
@@ -9,7 +11,6 @@ inside the archive and fit the source's budget (numpy reads a member whole into 
 
 from __future__ import annotations
 
-import os
 import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -19,7 +20,7 @@ import numpy as np
 
 from .._adapters.numpy import dtype_of, little_endian_bytes
 from ..errors import CorruptCheckpoint, UnsafePickle, UnsupportedDtype
-from .checkpoint import Checkpoint, MappedFile, Unconvertible, check_member
+from .checkpoint import Checkpoint, SourceBytes, Unconvertible, check_member
 from .limits import Budget
 from .numpy_objects import NumpyLeaf, check_numpy_shape
 
@@ -107,26 +108,32 @@ def _checked_load(load: Callable[[], Any], label: str) -> Callable[[], np.ndarra
     return run
 
 
-def load_npy(path: str, fileobj: BinaryIO, label: str, budget: Budget) -> Checkpoint:
-    """A single .npy array: memory-mapped (zero copy) unless it is empty."""
+def load_npy(data: SourceBytes, fileobj: BinaryIO, label: str, budget: Budget) -> Checkpoint:
+    """A single .npy array, its data read from the file when written (a view of a mapped file:
+    zero copy).  ``fileobj`` reads through ``data``; the caller closes ``data``."""
     dtype, shape, fortran = _read_header(fileobj, label)
+    offset = fileobj.tell()
     if not dtype.hasobject:
-        offset = fileobj.tell()
-        _check_holds(label, dtype, shape, offset, max(0, os.fstat(fileobj.fileno()).st_size - offset), "the file")
-    leaf = _array_ref(dtype, shape, fortran, label, _checked_load(
-        lambda: np.load(path, mmap_mode="r", allow_pickle=False), label))
+        _check_holds(label, dtype, shape, offset, max(0, data.size - offset), "the file")
+
+    def load() -> np.ndarray:
+        raw = data.read(offset, _data_bytes(dtype, shape), "the array data")
+        return np.ndarray(shape, dtype=dtype, buffer=raw, order="F" if fortran else "C")
+
+    leaf = _array_ref(dtype, shape, fortran, label, _checked_load(load, label))
     return Checkpoint("npy", leaf, None, _array_bytes, budget)
 
 
-def load_npz(fileobj: BinaryIO, label: str, budget: Budget) -> Checkpoint:
-    """An .npz archive: one tree entry per member, keyed by its name without ``.npy``."""
+def load_npz(data: SourceBytes, fileobj: BinaryIO, label: str, budget: Budget) -> Checkpoint:
+    """An .npz archive: one tree entry per member, keyed by its name without ``.npy``.
+
+    numpy reads each member through ``fileobj`` (which reads through ``data``)."""
     try:
         archive = np.load(fileobj, allow_pickle=False)
         members = zipfile.ZipFile(fileobj)
     except (ValueError, EOFError, OSError, zipfile.BadZipFile) as e:
         raise CorruptCheckpoint(f"{label}: not a readable .npz archive (truncated?): {e}") from e
-    mapped = MappedFile(fileobj, label)
-    closers = [archive.close, members.close, mapped.close]
+    closers = [archive.close, members.close]
     try:
         tree: dict[str, Any] = {}
         for key in archive.files:
@@ -143,7 +150,7 @@ def load_npz(fileobj: BinaryIO, label: str, budget: Budget) -> Checkpoint:
                 _check_holds(where, dtype, shape, header_end, max(0, info.file_size - header_end),
                              "the archive member")
                 # numpy reads a member whole into memory: within the file and the budget first.
-                check_member(mapped, info, label, budget)
+                check_member(data, info, label, budget)
             tree[key] = _array_ref(dtype, shape, fortran, where,
                                    _checked_load(lambda key=key: archive[key], where))  # type: ignore[misc]
     except BaseException:

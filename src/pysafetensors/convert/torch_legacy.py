@@ -15,7 +15,7 @@ from typing import Any, BinaryIO
 import numpy as np
 
 from ..errors import CorruptCheckpoint, UnsafePickle, UnsupportedDtype
-from .checkpoint import Checkpoint, MappedFile
+from .checkpoint import Checkpoint, SourceBytes
 from .limits import Budget, short_repr
 from .torch_objects import ALLOWLIST, REFUSED, Storage, StorageType, TorchDType, storage_bytes_of
 from .unpickler import restricted_load
@@ -27,18 +27,16 @@ PROTOCOL_VERSION = 1001
 class _LegacyStorages:
     """persistent_load for the legacy format; byte offsets are filled in after the main pickle."""
 
-    def __init__(self, mapped: MappedFile, label: str) -> None:
-        self._mapped = mapped
+    def __init__(self, data: SourceBytes, label: str) -> None:
+        self._data = data
         self._label = label
         self.roots: dict[str, tuple[TorchDType, int]] = {}  # key -> (dtype, numel)
         self.offsets: dict[str, int] = {}  # key -> file offset of its bytes
         self.views: list[Storage] = []
 
-    def _fetch(self, key: str) -> np.ndarray:
-        torch_dtype, numel = self.roots[key]
-        assert torch_dtype.dtype is not None
-        nbytes = numel * torch_dtype.dtype.itemsize
-        return self._mapped.view(self.offsets[key], nbytes, f"storage {key!r}")
+    def _fetch(self, key: str, start: int, length: int) -> np.ndarray:
+        """Bytes ``[start, start + length)`` of root storage ``key`` (``locate`` checked it lies in the file)."""
+        return self._data.read(self.offsets[key] + start, length, f"storage {key!r}")
 
     def __call__(self, pid: Any) -> Storage:
         if isinstance(pid, tuple) and pid and pid[0] in ("module", b"module"):
@@ -78,7 +76,7 @@ class _LegacyStorages:
                     storage=key,
                 )
         return Storage(key, byte_offset, nbytes, root_numel * item, torch_dtype, "little",
-                       lambda: self._fetch(key))
+                       lambda start, length: self._fetch(key, start, length))
 
     def locate(self, fileobj: BinaryIO, keys: Any) -> None:
         """Walk the storage records after the keys pickle, checking each count against its use."""
@@ -90,7 +88,7 @@ class _LegacyStorages:
                 raise CorruptCheckpoint(f"{self._label}: storage {key!r} is listed but never used")
             torch_dtype, numel = self.roots[key]
             assert torch_dtype.dtype is not None
-            (count,) = struct.unpack("<q", self._mapped.view(pos, 8, f"size of storage {key!r}").tobytes())
+            (count,) = struct.unpack("<q", self._data.read(pos, 8, f"size of storage {key!r}").tobytes())
             if count != numel:
                 raise CorruptCheckpoint(
                     f"{self._label}: storage {key!r} has {count} elements on disk, {numel} in the pickle",
@@ -98,31 +96,28 @@ class _LegacyStorages:
                 )
             self.offsets[key] = pos + 8
             pos += 8 + numel * torch_dtype.dtype.itemsize
-            self._mapped.view(self.offsets[key], numel * torch_dtype.dtype.itemsize, f"storage {key!r}")
+            self._data.check(self.offsets[key], numel * torch_dtype.dtype.itemsize, f"storage {key!r}")
         missing = sorted(set(self.roots) - set(self.offsets))
         if missing:
             raise CorruptCheckpoint(f"{self._label}: storages {missing} are used but not in the file")
 
 
-def load_torch_legacy(fileobj: BinaryIO, label: str, budget: Budget) -> Checkpoint:
-    """Unpickle a legacy checkpoint through the allowlist and locate each storage's bytes."""
-    mapped = MappedFile(fileobj, label)
-    try:
-        fileobj.seek(0)
-        magic = restricted_load(fileobj, allowlist={}, where=f"{label} (magic number)", budget=budget)
-        if magic != MAGIC_NUMBER:
-            raise CorruptCheckpoint(f"{label}: not a torch checkpoint (magic number {short_repr(magic)})")
-        protocol = restricted_load(fileobj, allowlist={}, where=f"{label} (protocol version)", budget=budget)
-        if protocol != PROTOCOL_VERSION:
-            raise CorruptCheckpoint(f"{label}: unknown legacy protocol version {short_repr(protocol)}")
-        restricted_load(fileobj, allowlist={}, where=f"{label} (sys_info)", budget=budget)
-        storages = _LegacyStorages(mapped, label)
-        tree = restricted_load(
-            fileobj, allowlist=ALLOWLIST, refused=REFUSED, persistent_load=storages, where=label, budget=budget
-        )
-        keys = restricted_load(fileobj, allowlist={}, where=f"{label} (storage keys)", budget=budget)
-        storages.locate(fileobj, keys)
-    except BaseException:
-        mapped.close()
-        raise
-    return Checkpoint("torch-legacy", tree, "pt", storage_bytes_of, budget, [mapped.close])
+def load_torch_legacy(data: SourceBytes, fileobj: BinaryIO, label: str, budget: Budget) -> Checkpoint:
+    """Unpickle a legacy checkpoint through the allowlist and locate each storage's bytes.
+
+    ``fileobj`` reads through ``data`` (:meth:`SourceBytes.file`); the caller closes ``data``."""
+    fileobj.seek(0)
+    magic = restricted_load(fileobj, allowlist={}, where=f"{label} (magic number)", budget=budget)
+    if magic != MAGIC_NUMBER:
+        raise CorruptCheckpoint(f"{label}: not a torch checkpoint (magic number {short_repr(magic)})")
+    protocol = restricted_load(fileobj, allowlist={}, where=f"{label} (protocol version)", budget=budget)
+    if protocol != PROTOCOL_VERSION:
+        raise CorruptCheckpoint(f"{label}: unknown legacy protocol version {short_repr(protocol)}")
+    restricted_load(fileobj, allowlist={}, where=f"{label} (sys_info)", budget=budget)
+    storages = _LegacyStorages(data, label)
+    tree = restricted_load(
+        fileobj, allowlist=ALLOWLIST, refused=REFUSED, persistent_load=storages, where=label, budget=budget
+    )
+    keys = restricted_load(fileobj, allowlist={}, where=f"{label} (storage keys)", budget=budget)
+    storages.locate(fileobj, keys)
+    return Checkpoint("torch-legacy", tree, "pt", storage_bytes_of, budget)

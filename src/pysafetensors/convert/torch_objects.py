@@ -75,11 +75,14 @@ class Storage:
     root_nbytes: int
     torch_dtype: TorchDType
     byteorder: str  # "little" or "big"
-    fetch: Callable[[], np.ndarray] = field(repr=False)  # uint8 bytes of the root storage
+    # fetch(start, length): uint8 bytes [start, start + length) of the root storage
+    fetch: Callable[[int, int], np.ndarray] = field(repr=False)
 
-    def bytes(self) -> np.ndarray:
-        data = self.fetch()
-        return data[self.byte_offset : self.byte_offset + self.nbytes]
+    def bytes(self, start: int = 0, length: int | None = None) -> np.ndarray:
+        """``length`` bytes (default: to the end) from ``start`` within this storage; only
+        those are read (a view of a mapped file, else a positional read)."""
+        length = self.nbytes - start if length is None else length
+        return self.fetch(self.byte_offset + start, length)
 
 
 @dataclass(eq=False)
@@ -121,11 +124,12 @@ class TensorRef:
             # torch and safetensors shape that numpy refuses.
             return np.empty(0, dtype=np.uint8)
         item = self.dtype.itemsize
-        raw = self.storage.bytes()
-        count = raw.size // item
-        elems = raw[: count * item].view(np.dtype(f"<u{item}") if item > 1 else np.uint8)
+        # Only the elements the tensor reaches (make_tensor checked they lie in the storage).
+        span = 1 + sum((d - 1) * s for d, s in zip(self.shape, self.stride))
+        raw = self.storage.bytes(self.offset * item, span * item)
+        elems = raw.view(np.dtype(f"<u{item}") if item > 1 else np.uint8)
         arr = np.lib.stride_tricks.as_strided(
-            elems[self.offset :], self.shape, tuple(s * item for s in self.stride), writeable=False
+            elems, self.shape, tuple(s * item for s in self.stride), writeable=False
         )
         arr = np.ascontiguousarray(arr)  # strided views: copied once, in logical C order
         if self.storage.byteorder == "big" and item > 1:

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, cast
 from .._optional import require
 from ..errors import GGUFUnsupported, SourceError, TensorNotFound, UnsupportedShape
 from ..format.dtypes import BY_CODE, DType
-from ..io.protocols import ViewSource, capabilities
+from ..io.protocols import ByteSource, ViewSource, capabilities
 from .check import require_valid
 from .header import GGUFHeader, GGUFTensorInfo, parse_gguf_header
 from .types import PLAIN_TYPES
@@ -63,9 +63,9 @@ class GGUFFile:
     The source is closed if the header cannot be read, and by :meth:`close`.
     """
 
-    def __init__(self, source: Any, *, validate: bool = True, unknown_types: bool = False) -> None:
+    def __init__(self, source: ByteSource, *, validate: bool = True, unknown_types: bool = False) -> None:
         self.source = source
-        self.name: str = getattr(source, "name", None) or "<gguf>"
+        self.name: str = source.name or "<gguf>"
         try:
             self.header: GGUFHeader = parse_gguf_header(self._read, source.size)
             if validate:

@@ -14,7 +14,7 @@ from .protocols import (
     ViewSource,
     capabilities,
 )
-from .sinks import AtomicFileSink, BytesSink, Sink
+from .sinks import AtomicFileSink, Sink
 from .sources import BACKENDS, FileObjectSource, MemorySource, MmapSource, PreadSource, check_backend, open_source
 
 __all__ = [
@@ -22,7 +22,6 @@ __all__ = [
     "Advisable",
     "AtomicFileSink",
     "ByteSource",
-    "BytesSink",
     "FileObjectSource",
     "MemorySource",
     "MmapSource",

@@ -117,24 +117,6 @@ def remove_target(target: str | os.PathLike[str], storage_options: StorageOption
     remove_object(os.fspath(target), storage_options)
 
 
-class BytesSink:
-    """Collects a file of known size in one preallocated bytearray."""
-
-    def __init__(self, size: int) -> None:
-        self.data = bytearray(size)
-        self._pos = 0
-
-    def write(self, buffers: Sequence[Buffer]) -> None:
-        for b in buffers:
-            n = len(memoryview(b).cast("B")) if not isinstance(b, (bytes, bytearray)) else len(b)
-            self.data[self._pos : self._pos + n] = b
-            self._pos += n
-
-    def pwrite(self, buffer: Buffer, offset: int) -> None:
-        mv = memoryview(buffer).cast("B")
-        self.data[offset : offset + len(mv)] = mv
-
-
 def _writev_all(fd: int, buffers: Sequence[Buffer], name: str) -> int:
     """Write every buffer in order (retrying short writes); returns the bytes written."""
     views = [memoryview(b).cast("B") for b in buffers]

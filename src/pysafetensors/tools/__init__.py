@@ -25,6 +25,10 @@ module                    functions                                             
                           ``heatmap(ckpt, name, max_cells, reduce)``,                 ``Heatmap``
                           ``difference_histogram(a, b, name, bins)``
 ``metadata``              ``read_metadata(ckpt, key)``, ``edit_metadata(path, ...)``  ``MetadataResult``
+``shard``                 ``shard_checkpoint(path, outdir, max_shard_size, ...)``      ``ShardResult``
+``merge``                 ``merge_checkpoint(path, output, ...)``                      ``MergeResult``
+``convert``               ``convert_checkpoint(path, output, ...)``                    ``ConversionReport``,
+                                                                                      ``GGUFConversionResult``
 ========================  ==========================================================  =================
 
 Long computations take ``progress=``, a callable ``(total_bytes, label) -> context manager``

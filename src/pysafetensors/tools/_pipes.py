@@ -1,7 +1,8 @@
 """Inputs that cannot be mapped or seeked: a pipe (``/dev/stdin``), a FIFO, a character device.
 
 They are read into memory once, bounded by what the header declares (never more than
-STREAM_CAP), and then read like bytes.  A GGUF stream (its magic first) declares no total
+STREAM_CAP), and then read like bytes (:func:`stream_source`: what every reading tool opens such
+an input as).  A GGUF stream (its magic first) declares no total
 size: it is read to its end, up to STREAM_CAP.
 """
 
@@ -9,10 +10,13 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 
 from ..errors import SourceError
 from ..format.header import HEADER_CAP, N_LEN
 from ..gguf.header import is_gguf
+from ..io.registry import url_scheme
+from ..io.sources import MemorySource
 
 # A pipe or character device is read into memory; this bounds what its header may claim.
 STREAM_CAP = 4 << 30
@@ -85,3 +89,20 @@ def read_stream(path: str) -> bytes:
         return data + _read_exact(fd, end + 1)
     finally:
         os.close(fd)
+
+
+def is_stream(mode: int) -> bool:
+    """Whether ``st_mode`` is a pipe/FIFO, a socket or a character device."""
+    return stat.S_ISFIFO(mode) or stat.S_ISCHR(mode) or stat.S_ISSOCK(mode)
+
+
+def stream_source(path: str) -> MemorySource | None:
+    """A local pipe, FIFO, socket or character device read into memory (:func:`read_stream`);
+    None for anything else (a regular file, a directory, a URL, a path that does not exist)."""
+    if url_scheme(path) is not None:
+        return None
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return None
+    return MemorySource(read_stream(path), name=path) if is_stream(mode) else None

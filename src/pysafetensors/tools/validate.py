@@ -20,6 +20,7 @@ from ..gguf.header import is_gguf
 from ..io.registry import open_source
 from ..reader import read_header_bytes
 from ..sharded import find_in_directory, is_index_name, open_index
+from ._pipes import stream_source
 from .checkpoint import is_sharded_path
 
 
@@ -75,9 +76,11 @@ def _validate_gguf(path: str, source: Any) -> ValidateResult:
 
 
 def validate_file(path: str, storage_options: Mapping[str, Any] | None = None) -> ValidateResult:
-    """Validate one file: a local path or a URL (only its header is read); a GGUF file (by its
-    magic) is checked by :func:`pysafetensors.gguf.check.validate_gguf`."""
-    source = open_source(path, "pread", storage_options)
+    """Validate one file: a local path or a URL (only its header is read), or a pipe
+    (``/dev/stdin``, read into memory up to what its header declares, as every tool reads one);
+    a GGUF file (by its magic) is checked by :func:`pysafetensors.gguf.check.validate_gguf`."""
+    stream = stream_source(path)
+    source = stream if stream is not None else open_source(path, "pread", storage_options)
     try:
         size = source.size
         magic = bytearray(min(4, size))

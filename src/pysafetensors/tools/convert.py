@@ -1,0 +1,132 @@
+"""Convert any checkpoint the ``convert`` command takes: the command's library function.
+
+A GGUF file (recognised by its magic, never its name; a local file or a URL) goes to
+:func:`pysafetensors.gguf.convert.convert_gguf`: ``dtype`` and ``hf_names`` apply to it (and
+only to it), its tensors are dequantized and written a chunk at a time.  Anything else goes to
+:func:`pysafetensors.convert.convert_file` (PyTorch zip or legacy, ``.npy``/``.npz``), which
+runs no pickle code and verifies what it wrote.  A pipe or other stream (``/dev/stdin``) is
+copied to a temporary file first (:mod:`pysafetensors.convert.streams`, bounded by the free
+disk space), once, so it can be sniffed and then read by offset like a file.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from contextlib import nullcontext
+from dataclasses import dataclass
+from typing import IO, Any
+
+from ..convert import ConversionReport, convert_file
+from ..convert.streams import is_stream, spooled
+from ..errors import SafetensorError
+from ..format.dtypes import BY_CODE
+from ..gguf.convert import GGUFConversion, convert_gguf, output_code
+from ..gguf.header import is_gguf
+from ..gguf.reader import GGUFFile
+from ..io.protocols import ByteSource
+from ..io.redact import redact_url
+from ..io.registry import open_source, url_scheme
+from ._base import JsonResult, Progress, no_progress
+
+
+@dataclass
+class GGUFConversionResult(JsonResult):
+    """A GGUF file converted: where from (``source``, as shown), its GGUF version, and what was written."""
+
+    source: str
+    version: int
+    conversion: GGUFConversion
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON form: ``source``, ``source_kind`` ("gguf"), ``gguf_version``, the
+        conversion's fields, and ``destination`` (the output)."""
+        d = {"source": self.source, "source_kind": "gguf", "gguf_version": self.version, **self.conversion.__dict__}
+        d["destination"] = d.pop("output")
+        return d
+
+
+def gguf_source(path: str, storage_options: Mapping[str, Any] | None = None,
+                fileobj: IO[bytes] | None = None) -> ByteSource | None:
+    """An open source of ``path`` when it is a GGUF file (its magic first), else None.
+
+    ``fileobj`` (an open file of ``path``, e.g. a spooled copy of a pipe) is read instead of
+    opening ``path``.  A local file that cannot be opened gives None: convert_file says what is
+    wrong with it.
+    """
+    if fileobj is None and url_scheme(path) is None:
+        try:
+            with open(path, "rb") as f:
+                if not is_gguf(f.read(4)):
+                    return None
+        except OSError:
+            return None
+    source = open_source(path if fileobj is None else fileobj, None, storage_options)
+    try:
+        prefix = bytearray(min(4, source.size))
+        source.read_into(0, memoryview(prefix))
+    except BaseException:
+        source.close()
+        raise
+    if is_gguf(bytes(prefix)):
+        return source
+    source.close()
+    return None
+
+
+def gguf_output_bytes(gguf: GGUFFile, dtype: str) -> int:
+    """Tensor bytes the conversion of ``gguf`` under ``dtype`` writes; refuses ``dtype="keep"``
+    on a quantized tensor (GGUFUnsupported) before anything is written."""
+    total = 0
+    for t in gguf.header.tensors:
+        total += t.n_elements * BY_CODE[output_code(t.type_name, dtype, t.name)].bits // 8
+    return total
+
+
+def _convert_gguf(source: ByteSource, shown: str, output: str, key: str | None, dtype: str | None,
+                  hf_names: bool, metadata: Mapping[str, str] | None, progress: Progress) -> GGUFConversionResult:
+    if key is not None:
+        source.close()
+        raise ValueError("--key selects a subtree of a pickle checkpoint; a GGUF file is converted whole")
+    try:
+        with GGUFFile(source) as gguf:
+            chosen = dtype or "f32"
+            total = gguf_output_bytes(gguf, chosen)
+            with progress(total, "converting") as bar:
+                report = convert_gguf(gguf, output, dtype=chosen, hf=hf_names, progress=bar.update,
+                                      durable=True, metadata=metadata)
+    except SafetensorError as e:
+        if shown not in str(e):
+            e.args = (f"{shown}: {e}",)
+        raise
+    return GGUFConversionResult(shown, gguf.version, report)
+
+
+def convert_checkpoint(
+    path: str | os.PathLike[str],
+    output: str | os.PathLike[str],
+    *,
+    key: str | None = None,
+    verify: bool = True,
+    metadata: Mapping[str, str] | None = None,
+    dtype: str | None = None,
+    hf_names: bool = False,
+    progress: Progress = no_progress,
+    storage_options: Mapping[str, Any] | None = None,
+) -> ConversionReport | GGUFConversionResult:
+    """Convert the checkpoint at ``path`` to a safetensors file at ``output`` (see the module
+    docstring).  ``key``/``verify`` apply to pickle and numpy inputs, ``dtype``/``hf_names`` to
+    GGUF ones (given for another kind: ValueError); ``metadata`` entries are added to the
+    output's.  ``storage_options`` go to a remote input.  A failed verification raises
+    :class:`~pysafetensors.errors.VerificationFailed` carrying the report."""
+    path, output = os.fspath(path), os.fspath(output)
+    with (spooled(path) if url_scheme(path) is None and is_stream(path) else nullcontext()) as copy:
+        source = gguf_source(path, storage_options, copy)
+        if source is not None:
+            return _convert_gguf(source, redact_url(path), output, key, dtype, hf_names, metadata, progress)
+        if dtype is not None or hf_names:
+            raise ValueError("--dtype and --hf-names apply to GGUF inputs; this input is not a GGUF file")
+        return convert_file(path, output, key=key, verify=verify, metadata=metadata, fileobj=copy)
+
+
+__all__ = ["GGUFConversionResult", "convert_checkpoint", "gguf_output_bytes", "gguf_source"]

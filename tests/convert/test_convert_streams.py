@@ -1,0 +1,124 @@
+"""convert reads a pipe (``/dev/stdin``, a FIFO): copied once to a temporary file, bounded by the
+free disk space, then converted like the file itself; a stream too large for the disk is refused
+with a message naming it."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from pysafetensors.convert import convert_file
+from pysafetensors.errors import ConversionError
+
+from .convert_helpers import read_safetensors
+
+SRC = Path(__file__).resolve().parents[2] / "src"
+ARRAYS = {"w": np.arange(12, dtype=np.float32).reshape(3, 4), "b": np.ones(5, np.int64)}
+
+
+@contextmanager
+def pipe_of(data: bytes) -> Iterator[str]:
+    """A real pipe holding ``data`` (written by a thread as it is read), named by a path."""
+    r, w = os.pipe()
+
+    def feed() -> None:
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(w, view) :]
+        except BrokenPipeError:
+            pass  # the reader stopped early (a refused stream)
+        finally:
+            os.close(w)
+
+    writer = threading.Thread(target=feed, daemon=True)
+    writer.start()
+    try:
+        yield f"/proc/self/fd/{r}"
+    finally:
+        os.close(r)
+        writer.join(10)
+
+
+def _inputs(d: Path) -> dict[str, Path]:
+    files = {"npy": d / "a.npy", "npz": d / "m.npz"}
+    np.save(files["npy"], ARRAYS["w"])
+    np.savez(files["npz"], **ARRAYS)
+    try:
+        import torch
+    except ImportError:
+        return files
+    state = {k: torch.from_numpy(v) for k, v in ARRAYS.items()}
+    files["torch-zip"], files["torch-legacy"] = d / "zip.pt", d / "legacy.pt"
+    torch.save(state, files["torch-zip"])
+    torch.save(state, files["torch-legacy"], _use_new_zipfile_serialization=False)
+    return files
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="names a pipe through /proc/self/fd")
+def test_every_kind_converts_from_a_pipe(tmp_path: Path) -> None:
+    for kind, src in _inputs(tmp_path).items():
+        direct, piped = tmp_path / f"{kind}.safetensors", tmp_path / f"{kind}-piped.safetensors"
+        convert_file(src, direct)
+        with pipe_of(src.read_bytes()) as path:
+            report = convert_file(path, piped)
+        assert report.source_kind == kind and report.verified
+        assert piped.read_bytes() == direct.read_bytes(), kind
+
+
+def _cli(*args: str, stdin: bytes) -> subprocess.CompletedProcess[bytes]:
+    env = {**os.environ, "PYTHONPATH": str(SRC)}
+    return subprocess.run([sys.executable, "-m", "pysafetensors", *args], input=stdin, capture_output=True, env=env,
+                          timeout=120, check=False)
+
+
+def test_cli_converts_dev_stdin(tmp_path: Path) -> None:
+    src = _inputs(tmp_path)["npz"]
+    p = _cli("convert", "/dev/stdin", str(tmp_path / "out.safetensors"), stdin=src.read_bytes())
+    assert p.returncode == 0, p.stderr
+    assert b"/dev/stdin (npz)" in p.stdout and b"verified" in p.stdout
+    tensors, _ = read_safetensors(str(tmp_path / "out.safetensors"))
+    assert {k: (dtype, shape) for k, (dtype, shape, _) in tensors.items()} == {"w": ("F32", (3, 4)), "b": ("I64", (5,))}
+    assert tensors["w"][2] == ARRAYS["w"].tobytes()
+    # Nothing on the pipe, or not a checkpoint: one clear line naming the input.
+    for stdin, what in ((b"", b"empty"), (b"hello, world", b"not a PyTorch checkpoint")):
+        p = _cli("convert", "/dev/stdin", str(tmp_path / "bad.safetensors"), stdin=stdin)
+        assert p.returncode == 2 and p.stderr.count(b"\n") == 1 and b"stdin" in p.stderr and what in p.stderr, p.stderr
+
+
+def test_gguf_converts_from_a_pipe(tmp_path: Path) -> None:
+    gguf = pytest.importorskip("gguf")
+    src = tmp_path / "m.gguf"
+    w = gguf.GGUFWriter(str(src), "llama")
+    w.add_tensor("t.weight", np.arange(32, dtype=np.float32).reshape(4, 8))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    p = _cli("convert", "/dev/stdin", str(tmp_path / "g.safetensors"), stdin=src.read_bytes())
+    assert p.returncode == 0, p.stderr
+    assert b"/dev/stdin (GGUF v3" in p.stdout
+    tensors, _ = read_safetensors(str(tmp_path / "g.safetensors"))
+    assert tensors["t.weight"][2] == np.arange(32, dtype=np.float32).tobytes()
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="names a pipe through /proc/self/fd")
+def test_a_stream_larger_than_the_space_is_refused(tmp_path: Path) -> None:
+    from pysafetensors.convert.streams import spooled
+
+    data = os.urandom(300_000)
+    with (pipe_of(data) as path, pytest.raises(ConversionError, match="larger than the 100,000 bytes free") as e,
+          spooled(path, limit=100_000, directory=str(tmp_path))):
+        pass
+    assert path in str(e.value) and "save it to a file first" in str(e.value)
+    assert list(tmp_path.iterdir()) == []  # the partial copy is gone
+    with pipe_of(data) as path, spooled(path, limit=300_000, directory=str(tmp_path)) as copy:
+        assert copy.read() == data  # exactly the limit fits
