@@ -12,7 +12,7 @@ from ._api import SafetensorsWriter, TensorSpec, deserialize, open_writer, seria
 from .errors import SafetensorError
 from .handle import _safe_open_handle, safe_open
 
-__version__ = "0.1.0"  # the one version number: pyproject.toml reads it from here
+__version__ = "0.2.0.dev0"  # the one version number: pyproject.toml reads it from here
 
 __all__ = [
     "SafetensorError",
