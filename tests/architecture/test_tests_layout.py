@@ -4,6 +4,8 @@ fixtures and helpers, and no test file grows past ~400 lines (split it by subjec
 
 from __future__ import annotations
 
+import os
+import re
 from pathlib import Path
 
 import pytest
@@ -53,3 +55,31 @@ def test_every_folder_is_a_module_of_src_or_a_named_subject() -> None:
 def test_no_file_is_longer_than_the_limit(path: Path) -> None:
     lines = len(path.read_text(encoding="utf-8").splitlines())
     assert lines <= MAX_LINES, f"{path.relative_to(TESTS)} has {lines} lines: split it by subject"
+
+
+#: Where the project names its test files (CHANGELOG.md records history: the paths as they were then).
+_NAMED_IN = (".py", ".md", ".toml", ".yml", ".yaml", ".cfg", ".ini", ".txt")
+_SKIPPED_DIRS = {"node_modules", "site", "build", "dist"}
+_TEST_PATH = re.compile(r"(?<![\w/.-])tests/[\w/.-]*\.py\b")
+
+
+def _project_texts() -> list[Path]:
+    out = []
+    for folder, dirs, files in os.walk(TESTS.parent):
+        dirs[:] = [d for d in dirs if not d.startswith(".") and d not in _SKIPPED_DIRS]  # .git, .venv: not walked
+        out += [Path(folder, f) for f in files if f.endswith(_NAMED_IN) and f != "CHANGELOG.md"]
+    return out
+
+
+def test_every_test_file_named_in_the_project_exists() -> None:
+    """A docstring, doc page or config naming ``tests/<folder>/<file>.py`` names a file that is
+    there (files move when the layout above is kept: the references move with them)."""
+    texts = _project_texts()
+    assert TESTS / "architecture" / "test_tests_layout.py" in texts  # the scan sees tests/ itself
+    stale = sorted(
+        f"{path.relative_to(TESTS.parent)}: {m}"
+        for path in texts
+        for m in _TEST_PATH.findall(path.read_text(encoding="utf-8", errors="replace"))
+        if not (TESTS.parent / m).is_file()
+    )
+    assert stale == [], f"these name test files that are not there: {stale}"

@@ -95,6 +95,22 @@ def test_no_metadata(tmp_path: Path) -> None:
     assert json.loads(run_cli("inspect", p, "--json").out)["metadata"] is None
 
 
+def test_only_modelspec_metadata_has_no_empty_heading(tmp_path: Path) -> None:
+    """Every key is a modelspec key: the modelspec card shows them, with no empty "metadata:" above;
+    --json keeps them all in "metadata"."""
+    from pysafetensors.numpy import save_file
+
+    p = tmp_path / "m.safetensors"
+    meta = {"modelspec.title": "t", "modelspec.architecture": "a"}
+    save_file({"x": np.zeros(2, np.float32)}, str(p), metadata=meta)
+    lines = run_cli("inspect", p).out.splitlines()
+    assert not any(line.startswith("metadata:") for line in lines), lines
+    assert lines[-3:] == ["modelspec:", "  title: t", "  architecture: a"]
+    assert json.loads(run_cli("inspect", p, "--json").out)["metadata"] == meta
+    save_file({"x": np.zeros(2, np.float32)}, str(p), metadata={})
+    assert "metadata:    (empty)" in run_cli("inspect", p).out.splitlines()
+
+
 def test_sharded_directory_input(sample: Path, tmp_path: Path) -> None:
     assert run_cli("shard", sample, tmp_path / "s", "--max-shard-size", "64B").code == 0
     one = json.loads(run_cli("inspect", sample, "--json").out)

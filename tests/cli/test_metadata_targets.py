@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import os
 import stat
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -132,3 +134,27 @@ def test_errors_name_the_file(tmp_path: Path) -> None:
     for args in (["get"], ["get", "k"], ["set", "k=v"], ["unset", "k"], ["strip"]):
         r = run_cli("metadata", bad, *args)
         assert r.code == 2 and str(bad) in r.err and r.err.count("\n") == 1, args
+
+
+def test_a_pipe_is_edited_only_with_output(blob: Path, tmp_path: Path) -> None:
+    """/dev/stdin is a symbolic link to the pipe: the error says a pipe has no file to edit (not
+    that a link needs --follow), and --output writes the edited copy."""
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2] / "src")}
+
+    def run(*args: object) -> subprocess.CompletedProcess[bytes]:  # the file's bytes through a pipe
+        return subprocess.run([sys.executable, "-m", "pysafetensors", "metadata", "/dev/stdin", *map(str, args)],
+                              input=blob.read_bytes(), capture_output=True, env=env, timeout=120, check=False)
+
+    for edit in (["set", "note=x"], ["unset", "format"], ["strip"]):
+        p = run(*edit)
+        assert p.returncode == 2 and p.stdout == b"", p.stderr
+        assert p.stderr == (b"pysafetensors: error: /dev/stdin is a pipe (or another stream), not a file: it cannot "
+                            b"be edited in place; write the result with --output FILE or URL\n")
+    out = tmp_path / "edited.safetensors"
+    p = run("set", "note=x", "--output", out)
+    assert p.returncode == 0, p.stderr
+    assert _metadata(out) == {"format": "pt", "modelspec.title": "t", "note": "x"}
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    r = run_cli("metadata", fifo, "set", "note=x")
+    assert r.code == 2 and f"{fifo} is a pipe (or another stream), not a file" in r.err

@@ -226,6 +226,21 @@ def test_shard_from_url_merge_from_index_url(local: dict[str, Path], server: Ran
     assert merged.read_bytes() == local["single"].read_bytes()
 
 
+def test_convert_from_a_url_replaces_an_existing_output(tmp_path: Path) -> None:
+    """An existing local output is checked against the input only when the input is local
+    (asking the filesystem whether a URL is the output file failed with 'No such file')."""
+    import io
+
+    buf = io.BytesIO()
+    np.save(buf, np.arange(5, dtype=np.float32))
+    out = tmp_path / "out.safetensors"
+    out.write_bytes(b"old")
+    with RangeServer({"n.npy": buf.getvalue()}) as server:
+        r = run_cli("convert", server.url("n.npy"), out)
+    assert r.code == 0, r.err
+    np.testing.assert_array_equal(load_file(str(out))["tensor"], np.arange(5, dtype=np.float32))
+
+
 def test_missing_url_is_one_line_exit_2(server: RangeServer) -> None:
     r = run_cli("inspect", server.url("nope.safetensors"))
     assert r.code == 2 and r.err.count("\n") == 1 and "No such file" in r.err

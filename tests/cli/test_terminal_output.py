@@ -15,7 +15,7 @@ from servers import RangeServer
 from pysafetensors.cli._common import escape_text
 from pysafetensors.numpy import save_file
 
-from .conftest import run_cli
+from .conftest import Run, run_cli
 
 EVIL_NAME = "w\nresult: identical\x1b]0;pwned\x07\u202etxt.exe"
 EVIL_KEY = "k\x1b[31m\r"
@@ -101,9 +101,31 @@ def test_convert_report_escapes_pickle_names(tmp_path: Path) -> None:
 SECRET, PASSWORD = "SiGnAtUrE0123", "hunter2pass"
 
 
+def _gguf_bytes(tmp_path: Path) -> bytes:
+    gguf = pytest.importorskip("gguf")
+    w = gguf.GGUFWriter(str(tmp_path / "m.gguf"), "llama")
+    w.add_tensor("token_embd.weight", np.ones((4, 32), np.float32))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return (tmp_path / "m.gguf").read_bytes()
+
+
+def _npy_bytes() -> bytes:
+    import io
+
+    buf = io.BytesIO()
+    np.save(buf, np.arange(6, dtype=np.float32))
+    return buf.getvalue()
+
+
 def test_signed_and_credential_urls_never_printed(evil: tuple[Path, Path]) -> None:
     a, _ = evil
-    with RangeServer({"m.safetensors": a.read_bytes()}) as server:
+    out = a.parent / "written"
+    files = {"m.safetensors": a.read_bytes(), "n.npy": _npy_bytes(), "m.gguf": _gguf_bytes(a.parent),
+             "bad.pt": b"PK\x03\x04 not a zip"}
+    with RangeServer(files) as server:
         server.require_query = f"X-Amz-Signature={SECRET}"
         signed = server.url(f"m.safetensors?X-Amz-Signature={SECRET}")
         creds = signed.replace("http://", f"http://user:{PASSWORD}@")
@@ -120,7 +142,26 @@ def test_signed_and_credential_urls_never_printed(evil: tuple[Path, Path]) -> No
         assert runs[0].code == 0 and "/m.safetensors" in runs[0].out
         assert json.loads(runs[1].out)["path"] == server.url("m.safetensors")
         assert runs[9].code == 2 and "nope.safetensors" in runs[9].err
-        for r in runs:
+        # The commands that write: the input (and where it came from) named in text and --json.
+        writes = []
+        for n, url in enumerate([signed, creds]):
+            writes += [
+                run_cli("shard", url, out / f"s{n}", "--max-shard-size", "8"),
+                run_cli("shard", url, out / f"sj{n}", "--json"), run_cli("shard", url, out / f"sd{n}", "--dry-run"),
+                run_cli("merge", url, out / f"m{n}.safetensors"), run_cli("merge", url, out / f"mj{n}.safetensors", "--json"),
+            ]
+            for name in ("n.npy", "m.gguf"):
+                source = url.replace("m.safetensors", name)
+                writes += [run_cli("convert", source, out / f"c{n}{name}.safetensors"),
+                           run_cli("convert", source, out / f"cj{n}{name}.safetensors", "--json")]
+            writes.append(run_cli("convert", url.replace("m.safetensors", "bad.pt"), out / "bad.safetensors"))
+        sources = [json.loads(r.out)["source"] for r in writes if r.out.startswith("{")]
+        assert sources == [server.url(n) for n in ("m.safetensors", "m.safetensors", "n.npy", "m.gguf")] * 2
+        assert [r.code for r in writes] == [0] * 9 + [2] + [0] * 9 + [2], [r.err for r in writes]
+        assert "bad.pt: not a readable zip archive" in writes[9].err
+        view = run_cli("view", signed, creds, "--export", out / "view.html")  # the page's labels and data
+        assert view.code == 0 and server.url("m.safetensors") in (out / "view.html").read_text()
+        for r in [*runs, *writes, view, Run(0, (out / "view.html").read_text(), "")]:
             assert SECRET not in r.out + r.err and PASSWORD not in r.out + r.err, r
 
 

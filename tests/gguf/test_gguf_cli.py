@@ -222,7 +222,7 @@ def test_convert_hf_names(files: dict[str, Path], tmp_path: Path) -> None:
     out = tmp_path / "hf.safetensors"
     code, text, _ = run_cli("convert", files["llama_f32"], out, "--hf-names")
     assert code == 0
-    assert "names: 12 renamed to Hugging Face names; q/k rows put back in Hugging Face order in 2" in text
+    assert "names: 12 renamed to Hugging Face names; q/k rows put back in Hugging Face order in 2 tensors" in text
     back, source = upstream_numpy.load_file(out), upstream_numpy.load_file(files["source"])
     assert sorted(back) == sorted(source)
     for name in source:

@@ -103,6 +103,14 @@ def first_names(names: Sequence[str], most: int = 8) -> str:
     return ", ".join(names[:most]) + (" ..." if len(names) > most else "")
 
 
+def gguf_order_warning(names: Sequence[str], verb: str = "written") -> str:
+    """The warning for tensors whose rows were ``verb`` (written, compared) in GGUF order although
+    llama.cpp may have rearranged them (``left_in_gguf_order`` of a GGUF conversion or diff; the
+    reasons are in ``--json``).  ``names`` come from the file: escape them first (:func:`terminal_safe`)."""
+    return (f"warning: rows {verb} in GGUF order in {plural(len(names), 'tensor')} llama.cpp may have "
+            f"rearranged: {first_names(names)} (--json gives why)")
+
+
 def fmt_count(n: int) -> str:
     """``22,713,728 (22.7M)``."""
     for unit, scale in (("B", 10**9), ("M", 10**6), ("K", 10**3)):

@@ -51,16 +51,17 @@ def storage_options_for(path: str | os.PathLike[str]) -> dict[str, Any]:
 
 @overload
 def open_input(path: str | os.PathLike[str], storage_options: Mapping[str, Any] | None = None, *,
-               gguf: Literal[False] = False) -> Checkpoint: ...
+               gguf: Literal[False] = False, gguf_layout: bool = True) -> Checkpoint: ...
 @overload
 def open_input(path: str | os.PathLike[str], storage_options: Mapping[str, Any] | None = None, *,
-               gguf: bool) -> Checkpoint | GGUFCheckpoint: ...
+               gguf: bool, gguf_layout: bool = True) -> Checkpoint | GGUFCheckpoint: ...
 def open_input(path: str | os.PathLike[str], storage_options: Mapping[str, Any] | None = None, *,
-               gguf: bool = False) -> Checkpoint | GGUFCheckpoint:
+               gguf: bool = False, gguf_layout: bool = True) -> Checkpoint | GGUFCheckpoint:
     """Open a file, URL, index JSON, checkpoint directory or pipe as one :class:`Input`
-    (with ``gguf``, a GGUF file as a GGUFCheckpoint; without, a GGUF file is refused)."""
+    (with ``gguf``, a GGUF file as a GGUFCheckpoint; without, a GGUF file is refused;
+    ``gguf_layout=False``: a GGUF's header alone, its data layout unchecked, for ``id``)."""
     options = {**storage_options_for(path), **(storage_options or {})}
-    return open_checkpoint(path, options or None, gguf=gguf)
+    return open_checkpoint(path, options or None, gguf=gguf, gguf_layout=gguf_layout)
 
 
 __all__ = ["GGUFCheckpoint", "Input", "RangedBytes", "TensorBytes", "command_options", "is_sharded_path", "open_input",

@@ -24,7 +24,7 @@ from ..errors import SafetensorError, VerificationFailed
 from ..gguf.convert import DTYPES
 from ..tools.convert import GGUFConversionResult, convert_checkpoint
 from ..tools.metadata import parse_assignments
-from ._common import first_names, progress_factory, terminal_safe
+from ._common import first_names, gguf_order_warning, plural, progress_factory, terminal_safe
 from ._inputs import storage_options_for
 from .main import common_options, report_error
 
@@ -82,11 +82,13 @@ def render_gguf(result: GGUFConversionResult, *, as_json: bool = False) -> str:
     if report.renamed or report.unmapped:
         line = f"  names: {report.renamed} renamed to Hugging Face names"
         if report.unpermuted:
-            line += f"; q/k rows put back in Hugging Face order in {len(report.unpermuted)}"
+            line += f"; q/k rows put back in Hugging Face order in {plural(len(report.unpermuted), 'tensor')}"
         lines.append(line)
     if report.unmapped:
         shown = first_names(report.unmapped)
         lines.append(f"  could not map {len(report.unmapped)} name(s), kept as they are: {shown}")
+    if report.left_in_gguf_order:
+        lines.append("  " + gguf_order_warning(list(report.left_in_gguf_order)))
     return "\n".join(lines) + "\n"
 
 

@@ -18,6 +18,7 @@ from ._common import (
     first_names,
     fmt_float,
     fmt_int,
+    gguf_order_warning,
     plural,
     progress_factory,
     render_json,
@@ -121,6 +122,8 @@ def _gguf_lines(r: GGUFDiffResult) -> list[str]:
         if r.unmapped:
             shown = first_names(r.unmapped)
             out.append(f"names: {plural(len(r.unmapped), 'GGUF name')} gguf-py could not map: {shown}")
+    if r.left_in_gguf_order:
+        out.append(gguf_order_warning(list(r.left_in_gguf_order), "compared"))
     return out
 
 

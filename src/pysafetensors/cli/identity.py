@@ -1,7 +1,8 @@
 """``pysafetensors id FILE``: weight-inspect's structural ID, optionally content and per-tensor hashes.
 
 The hashes are :func:`pysafetensors.tools.identity.identify`'s (its docstring gives the
-canonical form); this module renders them.
+canonical form); this module renders them.  A GGUF file's layout is checked only when its data
+is hashed (``--content``, ``--tensors``): without them the header is all that is read.
 """
 
 from __future__ import annotations
@@ -40,7 +41,10 @@ def add_parser(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    with open_input(args.file, gguf=True) as ckpt:
+    # The structural ID needs only a GGUF's header: a header-only file (weight-inspect's
+    # tiny.gguf) has one.  Hashing the data (--content, --tensors) needs a sound layout.
+    hashing = bool(args.content or args.tensors)
+    with open_input(args.file, gguf=True, gguf_layout=hashing) as ckpt:
         result = identify(ckpt, args.content, args.tensors, args.canonical, progress_factory(args))
     emit(render_id(result, "json" if args.json else "text"))
     return 0

@@ -57,12 +57,13 @@ def _metadata_lines(result: Summary) -> list[str]:
     where = " (from the index)" if result.files else ""
     if result.metadata is None:
         out.append(f"metadata:    (none){where}")
-    else:
-        out.append("metadata:" + ("    (empty)" if not result.metadata else "") + where)
-        for k, v in plain.items():
-            out.append(f"  {k}: {short_text(v)}")
-    if result.modelspec:
-        out.append("modelspec:")
+    elif not result.metadata:
+        out.append(f"metadata:    (empty){where}")
+    elif plain:
+        out.append(f"metadata:{where}")
+        out.extend(f"  {k}: {short_text(v)}" for k, v in plain.items())
+    if result.modelspec:  # its own card; when it holds every key, no empty "metadata:" heading above
+        out.append("modelspec:" + ("" if plain else where))
         for k, v in result.modelspec.items():
             out.append(f"  {k[len(MODELSPEC_PREFIX):]}: {short_text(v)}")
     groups = result.shard_metadata or []

@@ -20,7 +20,7 @@ from ..errors import (
     VerificationFailed,
 )
 from ..io.redact import redact_url
-from ..io.sinks import is_url_target, remove_target
+from ..io.sinks import is_url_target, local_target, remove_target
 from ..io.sources import open_source
 from ..reader import SafeFile
 from .checkpoint import Checkpoint, SourceBytes, Unconvertible, settle
@@ -106,7 +106,8 @@ def load_checkpoint(path: str | os.PathLike[str], fileobj: Any = None) -> Checkp
     file's real size (kept on the checkpoint).  Closing the checkpoint closes the source.
     """
     path = os.fspath(path)
-    label = os.path.basename(path) or path
+    shown = redact_url(path)  # a signed URL's query or a password never reaches a message
+    label = os.path.basename(shown.rstrip("/")) or shown
     data = SourceBytes(open_source(path if fileobj is None else fileobj), label)
     try:
         stream = data.file()
@@ -162,8 +163,9 @@ def convert_file(
     is read instead of ``src``, which then only names the source in the report and errors.
     """
     src, dst = os.fspath(src), os.fspath(dst)
+    shown = redact_url(src)  # how the report and the messages name the source
     extra = _check_metadata(metadata)
-    if not is_url_target(dst) and os.path.exists(dst) and os.path.samefile(src, dst):
+    if _same_local_file(src, dst):
         raise ConversionError(f"refusing to overwrite the source {src!r} with its conversion")
     # A regular file is opened by load_checkpoint (io.open_source's backend rule); a pipe or
     # other stream is read once into a temporary file, since the readers seek.
@@ -174,13 +176,13 @@ def convert_file(
             if isinstance(leaf, Unconvertible):
                 raise leaf.error(name)
         if not tensors:
-            raise ConversionError(f"{src}: no tensors to convert" + (f" under --key {key!r}" if key else ""))
+            raise ConversionError(f"{shown}: no tensors to convert" + (f" under --key {key!r}" if key else ""))
         kept, removed = drop_tied(tensors)
         out_meta = {"format": checkpoint.format_tag} if checkpoint.format_tag else {}
         out_meta.update(removed)
         out_meta.update(extra)
         report = ConversionReport(
-            source=src, destination=redact_url(dst), source_kind=checkpoint.kind, tensors=len(kept),
+            source=shown, destination=redact_url(dst), source_kind=checkpoint.kind, tensors=len(kept),
             tensor_bytes=sum(t.nbytes for t in kept.values()),
             source_bytes=checkpoint.storage_bytes(list(tensors.values())),
             removed=removed, skipped=skipped, metadata=out_meta,
@@ -189,7 +191,7 @@ def convert_file(
         limit = real * EXPANSION_LIMIT + EXPANSION_ALLOWANCE
         if report.tensor_bytes > limit:
             raise ConversionLimitExceeded(
-                f"{src}: the tensors would expand {real:,} bytes of storage into "
+                f"{shown}: the tensors would expand {real:,} bytes of storage into "
                 f"{report.tensor_bytes:,} bytes (over {EXPANSION_LIMIT}x): refusing to write "
                 "(stride-0 or overlapping views?)",
                 limit="output expansion",
@@ -210,6 +212,16 @@ def convert_file(
 
 
 _COMPARE_CHUNK = 16 << 20
+
+
+def _same_local_file(src: str, dst: str) -> bool:
+    """Whether ``dst`` is the local file ``src`` (a store URL on either side never is)."""
+    if is_url_target(src) or is_url_target(dst):
+        return False
+    try:
+        return os.path.samefile(local_target(src), local_target(dst))
+    except OSError:  # either one missing: not the same file
+        return False
 
 
 def _same_bytes(written: memoryview, source: np.ndarray) -> bool:

@@ -510,8 +510,9 @@ def _starts_with_gguf(source: ByteSource) -> bool:
     return is_gguf(bytes(prefix))
 
 
-def _single(source: ByteSource, gguf: bool, shown: str) -> SafeFile | GGUFFile:
-    """A SafeFile, or a GGUFFile when the source starts with GGUF's magic (and ``gguf``)."""
+def _single(source: ByteSource, gguf: bool, shown: str, gguf_layout: bool = True) -> SafeFile | GGUFFile:
+    """A SafeFile, or a GGUFFile when the source starts with GGUF's magic (and ``gguf``; its
+    layout checked when ``gguf_layout``)."""
     try:
         found = _starts_with_gguf(source)
     except BaseException:
@@ -525,10 +526,10 @@ def _single(source: ByteSource, gguf: bool, shown: str) -> SafeFile | GGUFFile:
             f"{shown} is a GGUF file; this command works on safetensors checkpoints (inspect, id, diff, validate "
             "and stats read GGUF; `pysafetensors convert IN.gguf OUT.safetensors` converts it)"
         )
-    return GGUFFile(source, unknown_types=True)
+    return GGUFFile(source, validate=gguf_layout, unknown_types=True)
 
 
-def _open(path: str, storage_options: Mapping[str, Any] | None, gguf: bool, shown: str
+def _open(path: str, storage_options: Mapping[str, Any] | None, gguf: bool, shown: str, gguf_layout: bool
           ) -> SafeFile | ShardedFile | GGUFFile:
     if url_scheme(path) is None:
         try:
@@ -536,34 +537,37 @@ def _open(path: str, storage_options: Mapping[str, Any] | None, gguf: bool, show
         except OSError:
             mode = None  # missing: open_file says so
         if mode is not None and is_stream(mode):
-            return _single(MemorySource(read_stream(path), name=path), gguf, shown)
+            return _single(MemorySource(read_stream(path), name=path), gguf, shown, gguf_layout)
         if mode is not None and not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
             raise SourceError(f"{path}: not a regular file or directory", path=path)
     location = resolve_location(path, storage_options)  # a directory or URL prefix: its index or only file
     if is_index_name(location):
         return open_index(location, None, storage_options)  # the backend is chosen per file (io.open_source)
-    return _single(open_source(location, None, storage_options), gguf, shown)
+    return _single(open_source(location, None, storage_options), gguf, shown, gguf_layout)
 
 
 @overload
 def open_checkpoint(path: str | os.PathLike[str], storage_options: Mapping[str, Any] | None = None, *,
-                    gguf: Literal[False] = False) -> Checkpoint: ...
+                    gguf: Literal[False] = False, gguf_layout: bool = True) -> Checkpoint: ...
 @overload
 def open_checkpoint(path: str | os.PathLike[str], storage_options: Mapping[str, Any] | None = None, *,
-                    gguf: bool) -> Checkpoint | GGUFCheckpoint: ...
+                    gguf: bool, gguf_layout: bool = True) -> Checkpoint | GGUFCheckpoint: ...
 def open_checkpoint(path: str | os.PathLike[str], storage_options: Mapping[str, Any] | None = None, *,
-                    gguf: bool = False) -> Checkpoint | GGUFCheckpoint:
+                    gguf: bool = False, gguf_layout: bool = True) -> Checkpoint | GGUFCheckpoint:
     """Open a file, URL, index JSON, checkpoint directory or stream as one :class:`Checkpoint`.
 
     ``storage_options`` go to remote sources (for HTTP: ``timeout``, ``headers``, ``token``...).
     With ``gguf``, a GGUF file opens as a :class:`GGUFCheckpoint` (only its header is read);
-    without, it is refused with GGUFUnsupported.  Errors name the input, with a URL's secrets
-    removed.
+    without, it is refused with GGUFUnsupported.  ``gguf_layout=False`` skips the check of
+    where a GGUF's tensor data lies (aligned, inside the file, not overlapping): the header
+    alone is parsed, which is all the structural ID needs (a file holding only the header and
+    the tensor descriptions, such as weight-inspect's ``tiny.gguf``, then opens); its tensors
+    must not be read.  Errors name the input, with a URL's secrets removed.
     """
     path = os.fspath(path)
     shown = redact_url(path)
     try:
-        opened = _open(path, storage_options, gguf, shown)
+        opened = _open(path, storage_options, gguf, shown, gguf_layout)
     except SafetensorError as e:
         raise _named(shown, e) from None
     if isinstance(opened, ShardedFile):

@@ -180,7 +180,8 @@ def identify(
     if isinstance(ckpt, GGUFCheckpoint):
         return _identify_gguf(ckpt, content, per_tensor, canonical, progress)
     if not isinstance(ckpt, Checkpoint):
-        with open_checkpoint(ckpt, gguf=True) as opened:
+        # a GGUF's header is all the structural ID needs; hashing its data needs a sound layout
+        with open_checkpoint(ckpt, gguf=True, gguf_layout=content or per_tensor) as opened:
             return identify(opened, content, per_tensor, canonical, progress)
     specs = _specs(ckpt)
     digest = structural_id(ckpt.metadata, specs)

@@ -30,7 +30,7 @@ from .shard import streamed_items
 
 @dataclass
 class MergeResult(JsonResult):
-    source: str
+    source: str  # the input as given, a URL without its secrets (io.redact)
     output: str
     shards: list[str]
     tensor_count: int
@@ -91,7 +91,7 @@ def merge_checkpoint(
         with progress(total, "merging") as bar:
             write_file(streamed_items(ckpt, names, bar), output, ckpt.header_metadata, durable=True,
                        storage_options=dict(output_storage_options) if output_storage_options else None)
-        return MergeResult(path, redact_url(output), ckpt.file_names, len(names), total, skipped)
+        return MergeResult(redact_url(path), redact_url(output), ckpt.file_names, len(names), total, skipped)
 
 
 __all__ = ["MergeResult", "merge_checkpoint", "refuse_own_input"]

@@ -42,7 +42,7 @@ class ShardFile(JsonResult):
 
 @dataclass
 class ShardResult(JsonResult):
-    source: str
+    source: str  # the input as given, a URL without its secrets (io.redact)
     outdir: str
     max_shard_size: int
     total_size: int
@@ -158,7 +158,7 @@ def shard_checkpoint(
         target = open_directory(outdir, options)
         shown = redact_url(outdir)
         index = target.join(index_file_name(prefix)) if len(groups) > 1 else None
-        result = ShardResult(path, shown, limit, sum(nbytes.values()), shards,
+        result = ShardResult(redact_url(path), shown, limit, sum(nbytes.values()), shards,
                              redact_url(index) if index else None, dry_run)
         if dry_run:
             return result

@@ -28,6 +28,7 @@ from importlib import resources
 from typing import Any
 
 from ..errors import SafetensorError
+from ..io.redact import redact_text
 from .data import ViewSession
 
 CSP = "default-src 'self'; img-src 'self' data:; object-src 'none'; base-uri 'none'; frame-ancestors 'none'; form-action 'none'"
@@ -128,7 +129,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         self._send(status, body, "application/json; charset=utf-8")
 
     def _error(self, status: int, message: str) -> None:
-        self._json(status, {"error": message})
+        # A message from a library below may quote a URL: shown without its secrets, as the CLI's are.
+        self._json(status, {"error": redact_text(message)})
 
     def do_POST(self) -> None:
         self._error(405, "read-only server")
