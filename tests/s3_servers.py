@@ -14,7 +14,7 @@ import socket
 import threading
 import urllib.parse
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -213,6 +213,15 @@ class Store:
             self.bucket = f"pst-{uuid.uuid4().hex[:12]}"
             self.root = f"memory://{self.bucket}"
             self.options = None
+
+    @classmethod
+    def for_param(cls, request: Any) -> Iterator[Store]:
+        """The body of a ``store`` fixture parametrized over ``["s3", "memory"]``: the S3 store takes the
+        ``s3`` fixture of the test's module; the store is emptied after the test."""
+        s3 = request.getfixturevalue("s3") if request.param == "s3" else None
+        store = cls(request.param, s3)
+        yield store
+        store.cleanup()
 
     def url(self, key: str) -> str:
         return f"{self.root}/{key}"

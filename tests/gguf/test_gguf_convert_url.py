@@ -23,10 +23,7 @@ def s3() -> Iterator[MotoS3]:
 
 @pytest.fixture(params=["s3", "memory"])
 def store(request: pytest.FixtureRequest) -> Iterator[Store]:
-    s3 = request.getfixturevalue("s3") if request.param == "s3" else None
-    st = Store(request.param, s3)
-    yield st
-    st.cleanup()
+    yield from Store.for_param(request)
 
 
 @pytest.mark.parametrize("hf", [False, True])

@@ -40,10 +40,7 @@ def small_parts(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.fixture(params=["s3", "memory"])
 def store(request: pytest.FixtureRequest) -> Iterator[Store]:
-    s3 = request.getfixturevalue("s3") if request.param == "s3" else None
-    st = Store(request.param, s3)
-    yield st
-    st.cleanup()
+    yield from Store.for_param(request)
 
 
 @pytest.fixture(scope="module")
