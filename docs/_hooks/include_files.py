@@ -1,8 +1,11 @@
 """mkdocs hook: files kept at the repository root become pages, so each has one source.
 
-SECURITY.md, CHANGELOG.md and benchmarks/RESULTS.md are read where they live (GitHub shows
-them there, and the wheel's metadata and other tools point at them) and handed to mkdocs as
-generated pages.  Relative links between these files are rewritten to the pages they became.
+SECURITY.md, CHANGELOG.md, benchmarks/RESULTS.md and the scale benchmark's
+benchmarks/scale/RESULTS.md are read where they live (GitHub shows them there, the benchmarks
+write them there, and the wheel's metadata and other tools point at them) and handed to mkdocs
+as generated pages; the scale benchmark's PNG plots go beside its page, so the page and the
+performance guide show the committed plots without a copy under docs/.  Relative links between
+these files are rewritten to the pages they became.
 
 CHANGELOG.md is optional so the site builds in a checkout that has none: the page then says
 so instead of failing the build.
@@ -24,7 +27,10 @@ INCLUDES: dict[str, tuple[str, bool]] = {
     "security-policy.md": ("SECURITY.md", True),
     "benchmarks.md": ("benchmarks/RESULTS.md", True),
     "changelog.md": ("CHANGELOG.md", True),
+    "scale/index.md": ("benchmarks/scale/RESULTS.md", True),
 }
+# Folders whose PNG files are published under a folder of the site: (repository, site).
+IMAGES = (("benchmarks/scale", "scale"),)
 # Repository paths those files may link to, and the page each one is in the site.
 LINK_TARGETS = {source: page for page, (source, _) in INCLUDES.items()}
 LINK_TARGETS["README.md"] = "index.md"
@@ -76,4 +82,7 @@ def on_files(files: Files, config: Any) -> Files:
             log.info("%s not found: %s says so", source, page)
             content = NO_CHANGELOG
         files.append(File.generated(config, page, content=content))
+    for folder, site in IMAGES:
+        for png in sorted((root / folder).glob("*.png")):
+            files.append(File.generated(config, f"{site}/{png.name}", abs_src_path=str(png)))
     return files
