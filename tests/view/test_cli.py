@@ -155,6 +155,27 @@ def test_stops_cleanly_on_a_signal_even_when_started_with_sigint_ignored(minilm:
             proc.wait()
 
 
+def test_a_signal_sent_as_soon_as_the_url_appears_stops_it(minilm: Path) -> None:
+    # The handlers must be in place before the URL is printed: started with SIGINT ignored (a
+    # script's `cmd &`), a Ctrl-C sent the moment the URL is read was once lost in CI, leaving the
+    # server running until the test's timeout.  Several rounds, each signalling with no delay.
+    argv = ["/bin/sh", "-c", 'trap "" INT; exec "$0" -m pysafetensors view "$1" --no-browser', sys.executable, str(minilm)]
+    for _ in range(4):
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env(),
+                                stdin=subprocess.DEVNULL)
+        try:
+            Viewer(proc).url()
+            proc.send_signal(signal.SIGINT)
+            assert proc.wait(timeout=60) == 0
+            assert proc.stderr is not None
+            err = proc.stderr.read()
+            assert "Traceback" not in err and "stopped" in err, err
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+
+
 def test_json_prints_the_url_as_json(minilm: Path) -> None:
     with viewer(minilm, "--json") as v:
         url = v.url()

@@ -127,6 +127,9 @@ def _serve(session: ViewSession, args: argparse.Namespace) -> int:
         server = ViewServer(session, args.host, args.port)
     except OSError as e:
         raise OSError(f"cannot listen on {args.host}:{args.port}: {e.strerror or e}") from None
+    # The handlers go in before the URL is printed: whoever reads the URL may signal at once,
+    # and a SIGINT inherited as ignored would otherwise be lost and leave the server running.
+    previous = _stop_on_signals()
     try:
         warning = _host_warning(args.host, server.port)
         if warning and sys.stderr is not None:
@@ -142,15 +145,12 @@ def _serve(session: ViewSession, args: argparse.Namespace) -> int:
         sys.stdout.flush()
         if not args.no_browser:
             threading.Thread(target=_open_browser, args=(server.url,), daemon=True).start()
-        previous = _stop_on_signals()
-        try:
-            server.serve_forever(poll_interval=0.25)
-        except KeyboardInterrupt:
-            pass
-        finally:
-            for signum, handler in previous.items():
-                signal.signal(signum, handler)
+        server.serve_forever(poll_interval=0.25)
+    except KeyboardInterrupt:
+        pass
     finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
         server.server_close()
     if sys.stderr is not None:
         print("pysafetensors view: stopped", file=sys.stderr)
