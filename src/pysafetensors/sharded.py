@@ -49,6 +49,7 @@ from .format.index import (
 )
 from .format.layout import unique_by_name
 from .format.slicing import SlicePlan
+from .io import fstype
 from .io.memory import mem_available
 from .io.protocols import capabilities
 from .io.registry import open_source, sibling_url, url_scheme
@@ -453,7 +454,17 @@ def open_index(
     """Open an index file (path or URL); shard files are resolved next to it and each opened
     through ``io.open_source`` with ``backend`` (None: chosen per shard)."""
     location = os.fspath(location) if isinstance(location, os.PathLike) else location
-    src = open_source(location, backend, storage_options)
+    remote = url_scheme(location) not in (None, "file")
+    # A local checkpoint reads the mount table once: every file's backend (the index's, each
+    # shard's) is still chosen by the filesystem it is on (a shard may be a mount point itself).
+    mounts = None if remote or backend is not None else fstype.read_mountinfo() or ""
+
+    def backend_for(where: str) -> str | None:
+        if mounts is None or url_scheme(where) is not None:
+            return backend
+        return fstype.default_backend(where, mounts)
+
+    src = open_source(location, backend_for(location), storage_options)
     try:
         if src.size > INDEX_CAP:
             raise InvalidIndex(
@@ -477,9 +488,9 @@ def open_index(
             return os.path.join(directory, shard)
 
     def open_shard(shard: str) -> SafeFile:
-        return SafeFile(open_source(shard_location(shard), backend, storage_options))
+        where = shard_location(shard)
+        return SafeFile(open_source(where, backend_for(where), storage_options))
 
-    remote = url_scheme(location) not in (None, "file")
     return ShardedFile(index, open_shard, name, shard_location, remote=remote)
 
 

@@ -138,6 +138,32 @@ def test_sharded_checkpoint_decides_per_shard(tmp_path: Path, opened: list[tuple
     assert by_shard == {s: "PreadSource" if s == shards[1] else "MmapSource" for s in shards}
 
 
+def test_a_sharded_checkpoint_reads_the_mount_table_once(
+    tmp_path: Path, opened: list[tuple[str, str]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Reading /proc/self/mountinfo costs about as much as opening a small shard; a checkpoint of
+    # N shards reads it once (not N + 1 times) and still decides per shard (test above).
+    from pysafetensors.io import fstype
+
+    ckpt = tmp_path / "ckpt"
+    arrays = {f"t{i}": np.full((64, 64), i, np.float32) for i in range(6)}
+    index = save_sharded(arrays, ckpt, max_shard_size="40KB")
+    shards = [n for n in os.listdir(ckpt) if n.endswith(".safetensors")]
+    assert len(shards) >= 3
+    monkeypatch.setenv("PYSAFETENSORS_MOUNTINFO", _mount_table(tmp_path, {ckpt: "nfs4"}))
+    reads = []
+    real = fstype.read_mountinfo
+    monkeypatch.setattr(fstype, "read_mountinfo", lambda: reads.append(1) or real())
+    with safe_open(index, "np") as f:
+        assert len(f.get_tensors()) == len(arrays)
+    _only_pread(opened, *shards)
+    assert len(reads) == 1
+    reads.clear()
+    with safe_open(index, "np", backend="mmap") as f:  # a backend asked for: no table at all
+        f.get_tensors()
+    assert reads == []
+
+
 def _cli(*args: str) -> tuple[int, str, str]:
     from pysafetensors.cli.main import main
 

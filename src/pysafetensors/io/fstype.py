@@ -13,6 +13,7 @@ mount table, and lets tests place a directory on "NFS".
 
 from __future__ import annotations
 
+import functools
 import os
 
 # Kernel fs type names (mountinfo field 9) of network, cluster and FUSE filesystems.
@@ -51,26 +52,40 @@ def parse_mountinfo(text: str) -> list[tuple[str, str]]:
     return mounts
 
 
+def read_mountinfo() -> str | None:
+    """The mount table's text: the file ``PYSAFETENSORS_MOUNTINFO`` names, else
+    ``/proc/self/mountinfo``; None where there is none (not Linux, no /proc)."""
+    try:
+        with open(os.environ.get(MOUNTINFO_ENV) or MOUNTINFO, encoding="utf-8", errors="surrogateescape") as f:
+            return f.read()
+    except OSError:
+        return None
+
+
+@functools.lru_cache(maxsize=8)
+def _lookup_order(mountinfo: str) -> tuple[tuple[str, str, str], ...]:
+    """(mount point, the point as a directory prefix, fs type), in the order a path is matched:
+    longest mount point first and, of equally long ones, the later in the table first (a later
+    mount hides an earlier one).  Keyed by the table's text, so a changed table is parsed anew."""
+    mounts = parse_mountinfo(mountinfo)
+    order = sorted(range(len(mounts)), key=lambda i: (-len(mounts[i][0]), -i))
+    return tuple((mounts[i][0], mounts[i][0].rstrip("/") + "/", mounts[i][1]) for i in order)
+
+
 def filesystem_type(path: str | os.PathLike[str], mountinfo: str | None = None) -> str | None:
     """The fs type of the mount holding ``path`` (``"ext4"``, ``"nfs4"``...), or None if unknown.
 
-    ``mountinfo`` is the mount table's text; by default the file ``PYSAFETENSORS_MOUNTINFO``
-    names, else ``/proc/self/mountinfo``.
+    ``mountinfo`` is the mount table's text; by default :func:`read_mountinfo`'s.
     """
     if mountinfo is None:
-        try:
-            with open(os.environ.get(MOUNTINFO_ENV) or MOUNTINFO, encoding="utf-8", errors="surrogateescape") as f:
-                mountinfo = f.read()
-        except OSError:
-            return None  # not Linux, or no /proc
+        mountinfo = read_mountinfo()
+        if mountinfo is None:
+            return None
     real = os.path.realpath(os.fspath(path))
-    best: tuple[int, str] | None = None
-    for point, fstype in parse_mountinfo(mountinfo):
-        inside = real == point or real.startswith(point.rstrip("/") + "/")
-        # The last of equally long matches wins: a later mount hides an earlier one.
-        if inside and (best is None or len(point) >= best[0]):
-            best = (len(point), fstype)
-    return best[1] if best else None
+    for point, prefix, fstype in _lookup_order(mountinfo):
+        if real == point or real.startswith(prefix):
+            return fstype
+    return None
 
 
 def is_network_fs(fstype: str | None) -> bool:
