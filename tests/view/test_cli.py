@@ -135,45 +135,43 @@ def test_serves_until_ctrl_c(minilm: Path) -> None:
         assert "Traceback" not in err and "stopped" in err, err
 
 
-@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
-def test_stops_cleanly_on_a_signal_even_when_started_with_sigint_ignored(minilm: Path, signum: int) -> None:
-    # What a script's `pysafetensors view ... &` inherits: SIGINT ignored.
+
+@contextmanager
+def _started_with_sigint_ignored(minilm: Path) -> Iterator[subprocess.Popen[str]]:
+    """`pysafetensors view MINILM --no-browser` as a script's `... &` starts it: SIGINT ignored."""
     argv = ["/bin/sh", "-c", 'trap "" INT; exec "$0" -m pysafetensors view "$1" --no-browser', sys.executable, str(minilm)]
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env(),
                             stdin=subprocess.DEVNULL)
     try:
-        v = Viewer(proc)
-        assert visit(v.url())["inputs"][0]["summary"]["tensor_count"] == 104
-        proc.send_signal(signum)
-        assert proc.wait(timeout=60) == 0
-        assert proc.stderr is not None
-        err = proc.stderr.read()
-        assert "Traceback" not in err and "stopped" in err, err
+        yield proc
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
 
 
+def _stops_cleanly(proc: subprocess.Popen[str], signum: int) -> None:
+    proc.send_signal(signum)
+    assert proc.wait(timeout=60) == 0
+    assert proc.stderr is not None
+    err = proc.stderr.read()
+    assert "Traceback" not in err and "stopped" in err, err
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_stops_cleanly_on_a_signal_even_when_started_with_sigint_ignored(minilm: Path, signum: int) -> None:
+    with _started_with_sigint_ignored(minilm) as proc:
+        assert visit(Viewer(proc).url())["inputs"][0]["summary"]["tensor_count"] == 104
+        _stops_cleanly(proc, signum)
+
+
 def test_a_signal_sent_as_soon_as_the_url_appears_stops_it(minilm: Path) -> None:
     # The handlers must be in place before the URL is printed: started with SIGINT ignored (a
     # script's `cmd &`), a Ctrl-C sent the moment the URL is read was once lost in CI, leaving the
     # server running until the test's timeout.  Several rounds, each signalling with no delay.
-    argv = ["/bin/sh", "-c", 'trap "" INT; exec "$0" -m pysafetensors view "$1" --no-browser', sys.executable, str(minilm)]
     for _ in range(4):
-        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env(),
-                                stdin=subprocess.DEVNULL)
-        try:
+        with _started_with_sigint_ignored(minilm) as proc:
             Viewer(proc).url()
-            proc.send_signal(signal.SIGINT)
-            assert proc.wait(timeout=60) == 0
-            assert proc.stderr is not None
-            err = proc.stderr.read()
-            assert "Traceback" not in err and "stopped" in err, err
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
+            _stops_cleanly(proc, signal.SIGINT)
 
 
 def test_json_prints_the_url_as_json(minilm: Path) -> None:

@@ -1,8 +1,8 @@
 /* pysafetensors view: one checkpoint (or two, compared) in the browser.
  *
  * Every string from a checkpoint (tensor names, metadata keys and values) is attacker-controlled,
- * so the page builds its DOM with createElement and textContent only: no innerHTML, no markup
- * built from strings, no event-handler attributes, and lookups by name go through Map (never a
+ * so the page builds its DOM with createElement and textContent only: no HTML parsed from strings,
+ * no markup built from strings, no event-handler attributes, and lookups by name go through Map (never a
  * plain object, whose "__proto__" or "constructor" keys are not data).  The numbers come from the
  * server, computed by the same library functions as the CLI's inspect, stats and diff; the page
  * formats them and never recomputes them.
