@@ -74,6 +74,9 @@ def test_quick_run_writes_tables_plots_and_every_sample(tmp_path: Path) -> None:
             assert re.search(r"\*\*\d+\.\d+x\*\*", row[3]), (heading, row)
     floor = _table_rows(text, "The machine's floor at each size")
     assert floor and all("GB/s" in cell for cell in floor[0][1:]), floor
+    # Hot mmap loads are set against mapping and touching the cached file.
+    hot = text.split("### load torch mmap hot", 1)[1].split("\n\n")[1]
+    assert "mmap + touch (hot) GB/s" in hot.splitlines()[0], hot
     for heading in ("### header, typical file", "### one tensor, typical file", "### header, long header file"):
         rows = _table_rows(text, heading)
         assert [r[0] for r in rows] == ["0 ms", "20 ms"], rows
@@ -104,7 +107,7 @@ def test_quick_run_writes_tables_plots_and_every_sample(tmp_path: Path) -> None:
             samples = by[section, impl]
             assert samples and all(s["seconds"] > 0 and s["peak_rss_mib"] > 0 for s in samples), (section, impl)
     assert {r["workload"] for r in doc["records"] if r["impl"] == "phys"} == {
-        "odirect", "cold_read", "write_fsync", "write", "memcpy"}
+        "odirect", "cold_read", "write_fsync", "write", "memcpy", "map_touch"}
     for impl in ("ours", "hf", "fsspec"):
         samples = by["remote", impl]
         assert samples and all(s["requests"] >= 1 and s["bytes_sent"] > 0 and s["seconds"] > 0 for s in samples), impl
@@ -132,6 +135,32 @@ def test_quick_run_writes_tables_plots_and_every_sample(tmp_path: Path) -> None:
     assert len(pooled["runs"]) == 2
     assert all(len(r["samples"]) == 2 * len(by_key[r["section"], r["workload"], r["x"], r["impl"]])
                for r in pooled["records"])
+
+
+def test_a_hot_or_save_target_states_the_floor_as_a_multiple_of_upstream(scale: Any) -> None:
+    """Each size of a hot-load or save target carries the machine's floor over upstream's
+    time: the best ratio any implementation could reach there (a target below it cannot be met)."""
+
+    def rec(workload: str, impl: str, seconds: list[float]) -> dict[str, Any]:
+        return {"section": "size", "workload": workload, "x": 512 * 2**20, "impl": impl,
+                "samples": [{"seconds": s} for s in seconds]}
+
+    doc = {"records": [
+        rec("load torch mmap hot", "upstream", [0.010, 0.012, 0.011]),
+        rec("load torch mmap hot", "ours", [0.0105, 0.0099, 0.0100]),
+        rec("map_touch", "phys", [0.0090, 0.0095, 0.0091]),
+        rec("save torch", "upstream", [0.20]), rec("save torch", "ours", [0.19]),
+    ]}
+    rows = {target: (measured, verdict) for target, measured, verdict in scale.targets(scale.Results(doc))}
+    measured, verdict = rows["load torch mmap hot <= 0.8x upstream, sizes >= 64 MiB"]
+    assert measured == "512 MiB 0.91x (floor 0.83x)" and verdict == "**MISSED**", measured
+    assert rows["hot torch load (mmap) at 512 MiB <= 0.7x upstream"][0] == "0.91x (floor 0.83x)"
+    # No buffered-write floor in this run: the save's figure stands alone.
+    assert rows["save torch <= 0.8x upstream, sizes >= 64 MiB"][0] == "512 MiB 0.95x"
+    assert scale.floors_of("load numpy mmap hot") == ("map_touch",)
+    assert scale.floors_of("load numpy pread hot") == ("memcpy",)
+    assert scale.floors_of("load torch pread cold") == ("odirect",)
+    assert scale.floors_of("save torch") == ("write", "write_fsync")
 
 
 def test_big_section_refuses_when_the_disk_cannot_hold_the_checkpoint(tmp_path: Path) -> None:
