@@ -252,3 +252,42 @@ def test_size_and_count_arguments(scale: Any) -> None:
     assert scale.options(["--big"]).sections[-1] == "big"
     with pytest.raises(SystemExit):
         scale.options(["--max-size", "lots"])
+
+
+def test_profile_child_records_only_around_each_repetition(scale: Any, tmp_path: Path) -> None:
+    """benchmarks/profile_targets.py's child turns perf on before each timed repetition and off
+    after it, over perf's control FIFO protocol (each command acknowledged): here a thread
+    plays perf's side and counts the commands."""
+    import threading
+
+    import profile_targets
+
+    path = tmp_path / "small.safetensors"
+    scale.write_checkpoint(str(path), scale.size_tensors(2 * 2**20))
+    many = scale.ensure_many(str(tmp_path / "many.safetensors"), 1000)
+    ctl, ack = tmp_path / "ctl", tmp_path / "ack"
+    for case, args in (("hot", {"path": str(path)}), ("header", {"path": many}),
+                       ("save", {"size": 32 * 2**20, "out": str(tmp_path / "out.safetensors")})):
+        for impl in profile_targets.CASES[case]:
+            for p in (ctl, ack):
+                if p.exists():
+                    p.unlink()
+                os.mkfifo(p)
+            heard: list[str] = []
+
+            def perf_side(heard: list[str] = heard) -> None:
+                with open(ctl) as c, open(ack, "w") as a:
+                    for line in c:
+                        heard.append(line.strip())
+                        a.write("ack\n")
+                        a.flush()
+
+            side = threading.Thread(target=perf_side, daemon=True)
+            side.start()
+            control = profile_targets._Perf(str(ctl), str(ack))
+            times = profile_targets.child(case, impl, {**args, "reps": 3}, control)
+            control.ctl.close()
+            side.join(10)
+            assert len(times) == 3 and all(t > 0 for t in times), (case, impl, times)
+            assert heard == ["enable", "disable"] * 3, (case, impl, heard)
+    assert not (tmp_path / "out.safetensors").exists()  # each save's output is removed
