@@ -737,12 +737,17 @@ def _rate(nbytes: float, seconds: float) -> str:
     return f"{nbytes / seconds / 1e9:.2f}" if seconds and not math.isnan(seconds) else "–"
 
 
+_FLOOR_SHORT = {"map_touch": "mmap+touch", "memcpy": "memcpy", "write": "write", "odirect": "O_DIRECT"}
+
+
 def _floor_bound(res: Results, workload: str, size: float, upstream: float) -> str:
-    """`` (floor 0.93x)``: the machine's floor for ``workload`` at ``size`` as a multiple of
-    upstream's time, the best ratio any implementation could reach there (empty where the run
-    did not measure that floor)."""
-    floor = res.med("size", floors_of(workload)[0], size, "phys")
-    return "" if math.isnan(floor) or math.isnan(upstream) else f" (floor {floor / upstream:.2f}x)"
+    """`` (mmap+touch 0.93x)``: the machine's floor for ``workload`` at ``size`` as a multiple of
+    upstream's time, the best ratio any implementation could reach where that floor is tight
+    (empty where the run did not measure it).  Named, because not every reference is a tight
+    floor at every size: see RESULTS.md."""
+    key = floors_of(workload)[0]
+    floor = res.med("size", key, size, "phys")
+    return "" if math.isnan(floor) or math.isnan(upstream) else f" ({_FLOOR_SHORT[key]} {floor / upstream:.2f}x)"
 
 
 def targets(res: Results) -> list[tuple[str, str, str]]:

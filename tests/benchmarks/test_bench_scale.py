@@ -153,8 +153,8 @@ def test_a_hot_or_save_target_states_the_floor_as_a_multiple_of_upstream(scale: 
     ]}
     rows = {target: (measured, verdict) for target, measured, verdict in scale.targets(scale.Results(doc))}
     measured, verdict = rows["load torch mmap hot <= 0.8x upstream, sizes >= 64 MiB"]
-    assert measured == "512 MiB 0.91x (floor 0.83x)" and verdict == "**MISSED**", measured
-    assert rows["hot torch load (mmap) at 512 MiB <= 0.7x upstream"][0] == "0.91x (floor 0.83x)"
+    assert measured == "512 MiB 0.91x (mmap+touch 0.83x)" and verdict == "**MISSED**", measured
+    assert rows["hot torch load (mmap) at 512 MiB <= 0.7x upstream"][0] == "0.91x (mmap+touch 0.83x)"
     # No buffered-write floor in this run: the save's figure stands alone.
     assert rows["save torch <= 0.8x upstream, sizes >= 64 MiB"][0] == "512 MiB 0.95x"
     assert scale.floors_of("load numpy mmap hot") == ("map_touch",)
