@@ -1143,13 +1143,14 @@ def draw_plots(res: Results, out: str) -> list[str]:
         made.append(name)
 
     if res.xs("size"):
-        for temp, refs in (("hot", ("map_touch", "memcpy")), ("cold", ("odirect", "cold_read"))):
+        for temp, refs in (("hot", ()), ("cold", ("odirect", "cold_read"))):
             fig, axes = plt.subplots(2, 2, figsize=(11, 8), squeeze=False)
             for ax, (fw, backend) in zip(axes.flat, [(f, b) for f in FRAMEWORKS.values() for b in ("mmap", "pread")]):
                 w = f"load {fw} {backend} {temp}"
                 for impl in IMPLS:
                     _line(ax, res, "size", w, impl, STYLE[impl], MiB)
-                for ref in refs:
+                # A hot panel shows its own floor (mmap + touch, or memcpy for pread) and memcpy.
+                for ref in refs if temp == "cold" else dict.fromkeys((*floors_of(w), "memcpy")):
                     _line(ax, res, "size", ref, "phys", PHYS_STYLE[ref], MiB)
                 ax.set(xscale="log", yscale="log", xlabel="file size", ylabel="seconds", title=w)
                 _xticks(ax, [x / MiB for x in res.xs("size", w)], lambda v: human_size(v * MiB))
