@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import mmap
 import os
 import shutil
 import statistics
@@ -38,6 +37,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
 import scale
+import scale_worker
+import worker as base  # the scale benchmark's touch: one byte per page of every tensor
 
 MiB = 1 << 20
 CASES = {
@@ -72,12 +73,6 @@ class _Perf:
         return seconds
 
 
-def _touch(tensors: dict[str, Any]) -> float:
-    import torch
-
-    return float(sum(t.reshape(-1).view(torch.uint8)[::4096].sum() for t in tensors.values()))
-
-
 def child(case: str, impl: str, a: dict[str, Any], perf: _Perf) -> list[float]:
     import numpy as np
     import torch
@@ -94,12 +89,10 @@ def child(case: str, impl: str, a: dict[str, Any], perf: _Perf) -> list[float]:
             while f.read(64 * MiB):
                 pass
 
-        def floor() -> int:
-            with open(a["path"], "rb") as f:
-                m = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
-            return int(np.frombuffer(m, dtype=np.uint8)[::4096].sum())
-
-        op = floor if impl == "floor" else lambda: _touch(face.load_file(a["path"]))
+        if impl == "floor":
+            op = lambda: scale_worker.map_touch(a["path"])
+        else:
+            op = lambda: base._touch_torch(face.load_file(a["path"]))
         times = [perf.timed(op) for _ in range(a["reps"])]
     elif case == "save":
         size = a["size"]
