@@ -291,3 +291,37 @@ def test_profile_child_records_only_around_each_repetition(scale: Any, tmp_path:
             assert len(times) == 3 and all(t > 0 for t in times), (case, impl, times)
             assert heard == ["enable", "disable"] * 3, (case, impl, heard)
     assert not (tmp_path / "out.safetensors").exists()  # each save's output is removed
+
+
+_IMPORTS_IN_THE_CLOCK = """
+import json, sys
+sys.path.insert(0, sys.argv[1])
+import scale_worker as w
+
+imported = {}
+timed = w.base._timed
+
+def watched(fn):
+    before = set(sys.modules)
+    out = timed(fn)
+    imported[op] = sorted(set(sys.modules) - before)
+    return out
+
+w.base._timed = watched
+args = {"path": sys.argv[2], "size": int(sys.argv[3]), "out": sys.argv[2] + ".out", "fsync": False}
+for op in ("map_touch", "memcpy", "write", "cold_read"):
+    getattr(w, "op_" + op)("phys", args)
+print(json.dumps(imported))
+"""
+
+
+def test_a_physical_reference_imports_nothing_inside_its_clock(tmp_path: Path) -> None:
+    """A reference is a floor only if its clock holds the work alone: a module imported inside it
+    (numpy is about 0.1 s) would make the floor slower than the loads it bounds."""
+    path = tmp_path / "f.bin"
+    path.write_bytes(bytes(range(256)) * 4096)
+    out = subprocess.run([sys.executable, "-c", _IMPORTS_IN_THE_CLOCK, str(BENCH), str(path), str(path.stat().st_size)],
+                         capture_output=True, text=True, timeout=300, check=True)
+    imported = json.loads(out.stdout.splitlines()[-1])
+    assert set(imported) == {"map_touch", "memcpy", "write", "cold_read"}
+    assert imported == {op: [] for op in imported}
