@@ -122,7 +122,7 @@ def _stop_on_signals() -> dict[int, Any]:
 def _serve(session: ViewSession, args: argparse.Namespace) -> int:
     from ..view import ViewServer
 
-    session.document_json()  # built before listening: a bad input fails here, with nothing served
+    session.document_json(progress_factory(args))  # built before listening: a bad input fails here
     try:
         server = ViewServer(session, args.host, args.port)
     except OSError as e:

@@ -65,6 +65,7 @@ function fmtBytes(n) {
   while (v >= 1024 && u < units.length - 1) { v /= 1024; u++; }
   return (u === 0 ? String(v) : v.toFixed(v >= 100 ? 0 : v >= 10 ? 1 : 2)) + " " + units[u];
 }
+function plural(n, word) { return fmtInt(n) + " " + word + (Number(n) === 1 ? "" : "s"); } // "1 tensor", "3 tensors"
 function fmtNum(x) {
   if (x === null || x === undefined) return "—";
   if (typeof x === "string") return x; // "inf", "-inf", "nan", exact big integers
@@ -569,7 +570,14 @@ function drawHeatmap(canvas, h) {
 }
 
 // ---- diff: the diff command's result; value differences on demand ----------------------------------
-function diffEntries() { // every tensor of A or B with its kind from the diff result, by name
+// The verdicts (d.compared, d.verdict, d.tensor_verdicts, d.verdict_counts) are the diff command's,
+// computed once by pysafetensors.tools.diff: the page prints them as they are and never a stronger word.
+const EQUAL_VERDICTS = new Set(["identical", "values equal"]); // what "hide equal tensors" hides
+const KIND_TEXT = new Map([["+", "added"], ["-", "removed"], ["~", "changed"]]);
+const VERDICT_CLASS = new Map([["values differ", "changed"], ["within tolerance", "changed"],
+  ["values not compared", "unchecked"], ["identical", "muted"], ["values equal", "muted"]]);
+const COMPARED_TEXT = new Map([["structure", "structure only"], ["bytes", "tensor bytes"], ["values", "tensor values"]]);
+function diffEntries() { // every tensor of A or B with its kind and verdict from the diff result, by name
   const d = state.data.diff;
   if (d._entries) return d._entries;
   const kind = new Map();
@@ -578,36 +586,44 @@ function diffEntries() { // every tensor of A or B with its kind from the diff r
   for (const c of d.tensors_changed) kind.set(c.name, "~");
   const values = new Map();
   for (const v of d.values || []) values.set(v.name, v);
+  const verdicts = new Map(Object.entries(d.tensor_verdicts));
   const [a, b] = state.data.inputs;
   const shown = d.names || [null, null]; // a GGUF's names as the diff shows them (mapped to Hugging Face names)
   const namesA = shown[0] || a.tensors.name;
   const names = namesA.concat(d.tensors_added.map((t) => t.name));
   const entries = names.map((name) => {
-    let k = kind.get(name) || "=";
-    const v = values.get(name);
-    if (k === "=" && v && (v.differing || !v.compared)) k = "≠";
-    return { name, kind: k, value: v || null };
+    const k = kind.get(name) || "=";
+    const label = k === "=" ? verdicts.get(name) : KIND_TEXT.get(k);
+    return { name, kind: k, label, value: values.get(name) || null };
   });
   d._entries = entries; d._values = values;
   const byName = (inp, list) => { if (!list) return indexOf(inp); const m = new Map(); list.forEach((n, i) => m.set(n, i)); return m; };
   d._inA = byName(a, shown[0]); d._inB = byName(b, shown[1]);
   return entries;
 }
-const KIND_TEXT = new Map([["+", "added"], ["-", "removed"], ["~", "changed"], ["≠", "values differ"], ["=", "unchanged"]]);
 function renderDiff(view) {
   const d = state.data.diff;
   const entries = diffEntries();
+  const slug = (text) => text.replace(/[^a-z]+/g, "-");
   const cards = el("div", { class: "cards" },
     card("Added", fmtInt(d.tensors_added.length), "diff-added"), card("Removed", fmtInt(d.tensors_removed.length), "diff-removed"),
-    card("Changed", fmtInt(d.tensors_changed.length), "diff-changed"), card("Unchanged", fmtInt(d.tensors_unchanged), "diff-unchanged"),
-    card("Metadata", Object.keys(d.metadata_added).length + " added, " + Object.keys(d.metadata_removed).length + " removed, "
-      + Object.keys(d.metadata_changed).length + " changed", "diff-metadata-count"),
-    card("Result", d.same ? "identical" : "different", "diff-result"));
+    card("Changed", fmtInt(d.tensors_changed.length), "diff-changed"));
+  for (const [verdict, n] of Object.entries(d.verdict_counts)) {
+    cards.append(card(verdict[0].toUpperCase() + verdict.slice(1), fmtInt(n), "diff-" + slug(verdict)));
+  }
+  cards.append(card("Metadata", d.metadata_compared === false ? "not compared" : Object.keys(d.metadata_added).length + " added, "
+      + Object.keys(d.metadata_removed).length + " removed, " + Object.keys(d.metadata_changed).length + " changed", "diff-metadata-count"),
+    card("Compared", COMPARED_TEXT.get(d.compared) || d.compared, "diff-compared"),
+    card("Result", d.verdict, "diff-result"));
   if (d.values) {
-    const differing = d.values.filter((v) => v.differing || !v.compared).length;
+    const differing = d.values.filter((v) => v.verdict === "values differ" || !v.compared).length;
     cards.append(card("Values", fmtInt(differing) + " of " + fmtInt(d.values.length) + " differ", "diff-values"));
   }
   view.append(cards);
+  if (d.compared === "structure") {
+    view.append(el("p", { class: "muted", id: "diff-not-compared" }, "Tensor values were not compared (an input is a URL): "
+      + "click a tensor to compare its values, or run pysafetensors diff --values."));
+  }
   view.append(el("p", { class: "muted" }, "A: " + d.a + "   B: " + d.b));
   const meta = el("table", { class: "grid", id: "diff-metadata" }, el("tr", {}, el("th", {}, ""), el("th", {}, "key"), el("th", {}, "A"), el("th", {}, "B")));
   const keys = (o) => Object.keys(o).sort();
@@ -617,9 +633,9 @@ function renderDiff(view) {
   const nMeta = meta.rows.length - 1;
   view.append(el("h2", {}, "Metadata changes (" + nMeta + ")"), nMeta ? meta : el("p", { class: "muted" }, "None."));
 
-  const changes = entries.filter((e) => e.kind !== "=");
+  const changes = entries.filter((e) => !EQUAL_VERDICTS.has(e.label));
   if (state.diffFilter === null) state.diffFilter = changes.length ? "changes" : "all";
-  const select = el("select", { id: "diff-filter" }, el("option", { value: "changes", selected: state.diffFilter === "changes" }, "changes only"),
+  const select = el("select", { id: "diff-filter" }, el("option", { value: "changes", selected: state.diffFilter === "changes" }, "hide equal tensors"),
     el("option", { value: "all", selected: state.diffFilter === "all" }, "all tensors"));
   const list = new VList("diff-list");
   const status = el("span", { class: "muted", id: "match-count" });
@@ -627,7 +643,7 @@ function renderDiff(view) {
     const match = matcher(state.query);
     const pool = state.diffFilter === "changes" ? changes : entries;
     const hits = match ? pool.filter((e) => match(e.name)) : pool;
-    status.textContent = fmtInt(hits.length) + " tensors";
+    status.textContent = plural(hits.length, "tensor");
     list.set(hits.length, (k) => diffLine(hits[k]));
   };
   select.addEventListener("change", () => { state.diffFilter = select.value; fill(); });
@@ -640,11 +656,12 @@ function diffLine(e) {
   const d = state.data.diff, [a, b] = state.data.inputs;
   const ia = d._inA.get(e.name), ib = d._inB.get(e.name);
   const desc = (inp, i) => (i === undefined ? "—" : inp.tensors.dtype[i] + " " + shapeText(inp.tensors.shape[i]));
-  const cls = { "+": "added", "-": "removed", "~": "changed", "≠": "changed", "=": "muted" }[e.kind];
-  const row = el("div", { class: "row", "data-tensor": e.name, "data-kind": KIND_TEXT.get(e.kind) },
-    el("span", { class: "cell w0 " + cls }, e.kind === "-" ? "−" : e.kind), el("span", { class: "name" }, e.name),
+  const cls = e.kind === "=" ? VERDICT_CLASS.get(e.label) || "muted" : KIND_TEXT.get(e.kind);
+  const mark = e.kind === "=" ? (EQUAL_VERDICTS.has(e.label) ? "=" : "≠") : e.kind === "-" ? "−" : e.kind;
+  const row = el("div", { class: "row", "data-tensor": e.name, "data-kind": e.label },
+    el("span", { class: "cell w0 " + cls }, mark), el("span", { class: "name" }, e.name),
     el("span", { class: "cell w4" }, desc(a, ia)), el("span", { class: "cell w4" }, desc(b, ib)),
-    el("span", { class: "cell w2 " + cls }, KIND_TEXT.get(e.kind)));
+    el("span", { class: "cell w2 " + cls }, e.label));
   if (ia !== undefined && ib !== undefined) row.addEventListener("click", () => showValueDiff(e, row));
   else row.classList.add("inert");
   return row;
@@ -660,8 +677,9 @@ function showValueDiff(e, row) {
   const show = (v) => {
     clear(out);
     const diff = v.diff || v;
-    const rows = [["compared", fmtNum(diff.compared)], ["elements", fmtInt(diff.elements)], ["differing", fmtInt(diff.differing)],
-      ["max_abs_diff", fmtNum(diff.max_abs_diff)], ["cosine_similarity", fmtNum(diff.cosine_similarity)]];
+    const rows = [["verdict", diff.verdict], ["compared", fmtNum(diff.compared)], ["elements", fmtInt(diff.elements)],
+      ["differing", fmtInt(diff.differing)], ["max_abs_diff", fmtNum(diff.max_abs_diff)],
+      ["cosine_similarity", fmtNum(diff.cosine_similarity)]];
     if (diff.reason) rows.push(["not compared", diff.reason]);
     out.append(el("h2", {}, "Value differences (A − B)"), kvTable(rows, "value-diff-numbers", 2));
     if (v.histogram) out.append(histogramBox(v.histogram, "diff-histogram", "Histogram of A − B"));
