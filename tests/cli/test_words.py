@@ -1,12 +1,19 @@
-"""Errors in a user's words: a text file is "not a safetensors file", a file cut short is
-"truncated: N bytes of tensor data missing", a filter matching nothing says so (exit 1)."""
+"""Errors and numbers in a user's words: a text file is "not a safetensors file", a file cut short is
+"truncated: N bytes of tensor data missing", a filter matching nothing says so (exit 1), sizes have
+one format (decimal units, as the Hub's), counts are pluralised, and no output nests parentheses."""
 
 from __future__ import annotations
 
+import io
+import re
+import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
+
+from pysafetensors.cli._common import fmt_bytes, fmt_size, progress
 
 from .conftest import run_cli
 
@@ -84,3 +91,60 @@ def test_a_filter_that_matches_nothing_says_so(real_model: Path) -> None:
     assert '"tensors": []' in r.out  # the JSON still parses, empty
     ok = run_cli("stats", real_model, "--filter", "pooler.*")
     assert ok.code == 0 and ok.err == "" and "pooler.dense.bias" in ok.out
+
+
+@pytest.mark.parametrize(("n", "text"), [
+    (0, "0 B"), (999, "999 B"), (1000, "1.0 kB"), (1049, "1.0 kB"), (1050, "1.1 kB"), (1250, "1.3 kB"),
+    (11_408, "11.4 kB"), (999_949, "999.9 kB"), (999_950, "1.0 MB"), (90_868_376, "90.9 MB"),
+    (30_000_000, "30.0 MB"), (5 * 10**9, "5.0 GB"), (2**40, "1.1 TB"), (5 * 10**15, "5.0 PB"), (10**18, "1000.0 PB"),
+])
+def test_one_size_format(n: int, text: str) -> None:
+    assert fmt_size(n) == text
+    assert fmt_bytes(n) == (f"{n:,} bytes ({text})" if n >= 1000 else f"{n:,} bytes")
+    assert fmt_bytes(1) == "1 byte"
+
+
+def test_progress_bars_count_in_decimal_units(monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("tqdm")
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    term = Terminal()
+    monkeypatch.setattr(sys, "stderr", term)
+    bar = progress(90_868_376, "comparing", True)
+    bar.update(90_868_376)
+    bar.refresh()
+    shown = term.getvalue()
+    bar.close()
+    assert "90.9M/90.9M" in shown and "86.7M" not in shown, shown
+
+
+def _depth(line: str) -> int:
+    deepest = depth = 0
+    for c in line:
+        depth += {"(": 1, ")": -1}.get(c, 0)
+        deepest = max(deepest, depth)
+    return deepest
+
+
+def test_no_output_nests_parentheses_or_says_1_tensors(real_model: Path, tmp_path: Path) -> None:
+    from pysafetensors.numpy import save_file
+
+    one = tmp_path / "one.safetensors"
+    save_file({"w": np.zeros(1, np.float32)}, str(one))
+    runs: list[Any] = [
+        run_cli("inspect", real_model), run_cli("inspect", one, "--tree"), run_cli("validate", one),
+        run_cli("shard", real_model, tmp_path / "shards", "--max-shard-size", "30MB"),
+        run_cli("merge", tmp_path / "shards", tmp_path / "merged.safetensors"),
+        run_cli("view", one, "--export", tmp_path / "r.html"), run_cli("diff", real_model, one),
+        run_cli("id", one, "--tensors"),
+    ]
+    for r in runs:
+        assert r.code in (0, 1), r.err
+        for line in r.out.splitlines():
+            assert _depth(line) <= 1, line
+            assert not re.search(r"(?<![\d,.])1 (tensors|params|shards|bytes|problems)\b", line), line
+    assert "wrote 3 shards to" in runs[3].out
+    assert "w  F32 [1]  1 param" in runs[1].out and "(1 tensor," in runs[2].out

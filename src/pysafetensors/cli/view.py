@@ -97,7 +97,7 @@ def run(args: argparse.Namespace) -> int:
     with ViewSession(opened) as session:
         if args.export:
             size = export_report(session, args.export, args.with_stats, progress_factory(args))
-            emit(f"wrote {escape_text(args.export)} ({fmt_bytes(size)})")
+            emit(f"wrote {escape_text(args.export)}: {fmt_bytes(size)}")
             return 0
         return _serve(session, args)
 

@@ -58,12 +58,20 @@ function fmtInt(n) {
   if (typeof n === "string") return n.replace(/\B(?=(\d{3})+(?!\d))/g, ","); // exact big integers
   return Number(n).toLocaleString("en-US");
 }
+// Sizes in decimal SI units with one decimal (90.9 MB, 11.4 kB; under 1,000: 999 B): the smallest
+// unit whose value, rounded half up in integer arithmetic, stays under 1,000.0. The same text as
+// the CLI's fmt_size (pysafetensors.cli._common), byte for byte.
+const SIZE_UNITS = [["kB", 1e3], ["MB", 1e6], ["GB", 1e9], ["TB", 1e12], ["PB", 1e15]];
 function fmtBytes(n) {
   if (n === null || n === undefined) return "";
-  const units = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
-  let v = Number(n), u = 0;
-  while (v >= 1024 && u < units.length - 1) { v /= 1024; u++; }
-  return (u === 0 ? String(v) : v.toFixed(v >= 100 ? 0 : v >= 10 ? 1 : 2)) + " " + units[u];
+  const v = Number(n);
+  if (v < 1000) return v + " B";
+  for (let i = 0; i < SIZE_UNITS.length; i++) {
+    const [unit, scale] = SIZE_UNITS[i];
+    const tenths = Math.floor((v * 10 + scale / 2) / scale);
+    if (tenths < 10000 || i === SIZE_UNITS.length - 1) return Math.floor(tenths / 10) + "." + (tenths % 10) + " " + unit;
+  }
+  return v + " B";
 }
 function plural(n, word) { return fmtInt(n) + " " + word + (Number(n) === 1 ? "" : "s"); } // "1 tensor", "3 tensors"
 function fmtNum(x) {
@@ -330,11 +338,11 @@ function fillTree(list, inp, status, keep) {
   if (match) { // filtering: the matching tensors by full name
     const hits = [];
     for (let i = 0; i < names.length; i++) if (match(names[i])) hits.push(i);
-    status.textContent = fmtInt(hits.length) + " of " + fmtInt(names.length) + " tensors";
+    status.textContent = fmtInt(hits.length) + " of " + plural(names.length, "tensor");
     list.set(hits.length, (k) => tensorLine(inp, hits[k], names[hits[k]], 0), keep);
     return;
   }
-  status.textContent = fmtInt(names.length) + " tensors";
+  status.textContent = plural(names.length, "tensor");
   const tree = inp.tree, nodes = visibleNodes(tree);
   list.set(nodes.length, (k) => {
     const [n, depth, where] = nodes[k];
@@ -343,7 +351,7 @@ function fillTree(list, inp, status, keep) {
     const open = state.expanded.has(path);
     const row = el("div", { class: "row group", "data-path": path },
       el("span", { class: "name" }, el("span", { class: "twisty" }, open ? "▾" : "▸"), label === "" ? '""' : label),
-      el("span", { class: "cell w1" }, ""), el("span", { class: "cell w2" }, fmtInt(count) + (count === 1 ? " tensor" : " tensors")),
+      el("span", { class: "cell w1" }, ""), el("span", { class: "cell w2" }, plural(count, "tensor")),
       el("span", { class: "cell w3" }, fmtInt(params)));
     row.style.paddingLeft = 8 + depth * 16 + "px";
     row.addEventListener("click", () => {
@@ -412,7 +420,7 @@ function fillTable(list, inp, status) {
   const names = inp.tensors.name;
   const order = sortedOrder(inp);
   const hits = match ? order.filter((i) => match(names[i])) : order;
-  status.textContent = fmtInt(hits.length) + " of " + fmtInt(names.length) + " tensors";
+  status.textContent = fmtInt(hits.length) + " of " + plural(names.length, "tensor");
   list.set(hits.length, (k) => {
     const r = tensorRow(inp, hits[k]);
     const row = el("div", { class: "row" + (r.index === state.selected ? " selected" : ""), "data-tensor": r.name },
