@@ -52,3 +52,47 @@ def spy_advice(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, int, int]]:
 
     monkeypatch.setattr(MmapSource, "advise", spy)
     return calls
+
+
+#: the MiniLM tensors the verdict pairs edit
+NEGATED = "encoder.layer.0.attention.self.query.weight"
+NUDGED = "encoder.layer.2.output.dense.weight"
+
+
+def verdict_pairs(directory: Path, minilm: Path) -> dict[str, tuple[Path, Path, str]]:
+    """Pairs of checkpoints whose structure and metadata are equal and whose bytes differ in one
+    tensor, for the tests that no output calls them identical: name -> (a, b, that tensor).
+
+    ``negated``: MiniLM with one matrix negated; ``nudged``: one value moved to the next float;
+    ``nan_payload``: a NaN whose payload changed; ``signed_zero``: -0.0 for 0.0 (equal as numbers).
+    """
+    from pysafetensors.numpy import load_file, save_file
+
+    def minilm_with(name: str, edit: object) -> Path:
+        tensors = {k: np.array(v) for k, v in load_file(str(minilm)).items()}
+        edit(tensors)  # type: ignore[operator]
+        path = directory / f"{name}.safetensors"
+        save_file(tensors, str(path), metadata={"format": "pt"})  # MiniLM's own metadata
+        return path
+
+    def negate(t: dict[str, np.ndarray]) -> None:
+        t[NEGATED] = -t[NEGATED]
+
+    def nudge(t: dict[str, np.ndarray]) -> None:
+        t[NUDGED][5, 7] = np.nextafter(t[NUDGED][5, 7], np.float32(np.inf))
+
+    def one(name: str, value: np.ndarray) -> Path:
+        path = directory / f"{name}.safetensors"
+        save_file({"bias": np.zeros(3, np.float32), "x": value}, str(path), metadata={"k": "v"})
+        return path
+
+    nan1 = np.array([0x7FC00001, 0], np.uint32).view(np.float32)
+    nan2 = np.array([0x7FC00002, 0], np.uint32).view(np.float32)
+    assert np.isnan(nan1[0]) and np.isnan(nan2[0])
+    return {
+        "negated": (minilm, minilm_with("negated", negate), NEGATED),
+        "nudged": (minilm, minilm_with("nudged", nudge), NUDGED),
+        "nan_payload": (one("nan1", nan1), one("nan2", nan2), "x"),
+        "signed_zero": (one("zero", np.array([0.0, 1.0], np.float32)),
+                        one("negzero", np.array([-0.0, 1.0], np.float32)), "x"),
+    }

@@ -37,11 +37,14 @@ class HeaderError(SafetensorError):
     """The header or the layout it describes breaks a format rule.
 
     ``reason`` is upstream's wording (for example ``header too small``); the message is
-    ``prefix + reason`` plus a parenthesised detail when there is one.
+    ``prefix + reason`` plus a parenthesised detail when there is one.  ``plain``, when set, is
+    the problem in a user's words without upstream's (``not a safetensors file (...)``,
+    ``truncated: N bytes of tensor data missing (...)``): what the command line prints.
     """
 
     reason: str  # set in __init__ through the context dict
     detail: str | None
+    plain: str | None = None
 
     def __init__(self, message: str = "", **context: Any) -> None:
         reason = context.pop("reason", message)

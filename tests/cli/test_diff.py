@@ -44,7 +44,7 @@ def test_structure_and_metadata(tmp_path: Path) -> None:
     assert changed == {"dt": ["dtype", "nbytes"], "sh": ["shape"]}
     assert d["metadata_added"] == {"add": "y"} and d["metadata_removed"] == {"drop": "x"}
     assert d["metadata_changed"] == {"k": {"a": "1", "b": "2"}}
-    assert d["same"] is False and d["tensors_unchanged"] == 1
+    assert d["same"] is False and d["tensors_same_structure"] == 1 and d["verdict"] == "different"
     text = run_cli("diff", a, b).out
     assert "+ new" in text and "- gone" in text and "~ dt  F32 [2] -> F16 [2]" in text and "result: different" in text
 
@@ -55,14 +55,16 @@ def test_values_exact_and_tolerance(tmp_path: Path) -> None:
     y[[3, 500]] += np.float32(1e-3)
     a = _save(tmp_path / "a.safetensors", {"t": x})
     b = _save(tmp_path / "b.safetensors", {"t": y})
-    assert run_cli("diff", a, b).code == 0  # structure only: same
+    assert run_cli("diff", a, b).code == 1  # the bytes differ
+    assert run_cli("diff", a, b, "--structure-only").code == 3  # same structure, values not compared
     r = compute_diff(str(a), str(b), values=True)
     v = r.values[0]  # type: ignore[index]
     assert v.differing == 2 and v.elements == 1000
     assert v.max_abs_diff == pytest.approx(1e-3, rel=1e-3)
     assert v.cosine_similarity is not None and 0.99999 < v.cosine_similarity <= 1.0
     assert not r.same and run_cli("diff", a, b, "--values").code == 1
-    assert run_cli("diff", a, b, "--atol", "1e-2").code == 0  # --atol implies --values
+    within = run_cli("diff", a, b, "--atol", "1e-2")  # --atol implies --values
+    assert within.code == 0 and within.out.endswith("result: equal within tolerance\n"), within.out
     assert run_cli("diff", a, b, "--rtol", "1e-9").code == 1
 
 

@@ -46,9 +46,9 @@ def test_id_ignores_order_and_offsets_but_not_metadata(tmp_path: Path) -> None:
     save_file({"y": np.full(2, 9, np.int8), "x": np.ones(3, np.float32)}, str(b), metadata={"k": "v"})
     save_file({"x": np.zeros(3, np.float32), "y": np.ones(2, np.int8)}, str(c), metadata={"k": "w"})
     ia, ib, ic = compute_id(str(a)), compute_id(str(b)), compute_id(str(c))
-    assert ia.sha256 == ib.sha256  # structure only: values differ, ID equal
-    assert ia.sha256 != ic.sha256  # metadata is part of the hash
-    assert ia.id == "wi:safetensors:0:" + ia.sha256[:8]
+    assert ia.structure_sha256 == ib.structure_sha256  # structure only: values differ, ID equal
+    assert ia.structure_sha256 != ic.structure_sha256  # metadata is part of the hash
+    assert ia.id == "wi:safetensors:0:" + ia.structure_sha256[:8]
 
 
 def test_content_hash_is_data_region(sample: Path) -> None:
@@ -60,7 +60,7 @@ def test_content_hash_is_data_region(sample: Path) -> None:
     header = json.loads(raw[8 : 8 + n])
     lo, hi = header["scale"]["data_offsets"]
     scale = next(t for t in r.tensors if t.name == "scale")
-    assert scale.sha256 == "0x" + hashlib.sha256(raw[8 + n + lo : 8 + n + hi]).hexdigest()
+    assert scale.content_sha256 == "0x" + hashlib.sha256(raw[8 + n + lo : 8 + n + hi]).hexdigest()
 
 
 def test_real_model_golden(real_model: Path) -> None:
@@ -68,7 +68,8 @@ def test_real_model_golden(real_model: Path) -> None:
     assert r.code == 0
     data = json.loads(r.out)
     assert data["id"] == "wi:safetensors:0:ac4c43fd"
-    assert data["sha256"] == "ac4c43fde26a465b1452d2a3531c430dd45045eca0ff6037b0b8a11156046e29"
+    assert data["structure_sha256"] == "ac4c43fde26a465b1452d2a3531c430dd45045eca0ff6037b0b8a11156046e29"
+    assert "sha256" not in data  # every hash is named for what it hashes
     assert data["content_sha256"] == "0xee2df496c128fb5d408b35ca552ab731635c4ef6fc3eafe079cf1e95121d537e"
     text = run_cli("id", real_model).out
     assert text.splitlines()[0] == "wi:safetensors:0:ac4c43fd"
@@ -76,4 +77,29 @@ def test_real_model_golden(real_model: Path) -> None:
 
 def test_canonical_flag_prints_the_hashed_text(sample: Path) -> None:
     data = json.loads(run_cli("id", sample, "--canonical", "--json").out)
-    assert hashlib.sha256(data["canonical"].encode()).hexdigest() == data["sha256"]
+    assert hashlib.sha256(data["canonical"].encode()).hexdigest() == data["structure_sha256"]
+
+
+def test_each_hash_is_named_for_what_it_hashes(real_model: Path, tmp_path: Path) -> None:
+    """Negating one matrix keeps the structure hash and changes the content hash: the text says
+    which is which, and says when the content was not hashed."""
+    from pysafetensors.numpy import load_file, save_file
+
+    tensors = {k: np.array(v) for k, v in load_file(str(real_model)).items()}
+    tensors["encoder.layer.0.attention.self.query.weight"] *= -1
+    negated = tmp_path / "negated.safetensors"
+    save_file(tensors, str(negated), metadata={"format": "pt"})
+    plain = run_cli("id", negated).out.splitlines()
+    assert plain == ["wi:safetensors:0:ac4c43fd",
+                     "structure sha256: ac4c43fde26a465b1452d2a3531c430dd45045eca0ff6037b0b8a11156046e29",
+                     "content sha256:   not computed (--content hashes the tensor data)"]
+    assert not any(line.startswith("sha256:") for line in plain)  # no unlabelled hash to mistake for the file's
+    ours = run_cli("id", negated, "--content", "--tensors").out.splitlines()
+    theirs = run_cli("id", real_model, "--content", "--tensors").out.splitlines()
+    assert ours[1] == theirs[1]  # the same structure
+    assert ours[2].startswith("content sha256:   0x") and ours[2] != theirs[2]  # different weights
+    assert ours[3] == "tensor content sha256:"
+    changed = [a for a, b in zip(ours[4:], theirs[4:]) if a != b]
+    assert len(changed) == 1 and changed[0].split()[0] == "encoder.layer.0.attention.self.query.weight"
+    data = json.loads(run_cli("id", negated, "--json", "--tensors").out)
+    assert data["content_sha256"] is None and {"name", "content_sha256"} == set(data["tensors"][0])

@@ -120,7 +120,7 @@ def test_sharded_directory_and_index_url_match_local(
         index_meta.pop(CHECKPOINT_ID_KEY)
         digest = structural_id({k: str(v) for k, v in index_meta.items()}, specs)
         assert set(index_meta) == {*SAMPLE_METADATA, "total_size"}
-        expected[1].update(id=PREFIX + digest[:8], sha256=digest)
+        expected[1].update(id=PREFIX + digest[:8], structure_sha256=digest)
     for where in (local["sharded"], server.url("sharded/model.safetensors.index.json")):
         got = cli_json(name, where, *rest)
         assert got[0] == 0

@@ -100,13 +100,13 @@ def test_reading_a_header_allocates_no_more_than_the_file(tmp_path: Path) -> Non
     for backend in ("mmap", "pread"):
         tracemalloc.start()
         try:
-            with pytest.raises(errors.InvalidHeaderLength, match="99000000"):
+            with pytest.raises(errors.InvalidHeaderLength, match="declares 99,000,000; the file has 20"):
                 pysafetensors.safe_open(path, "np", backend=backend)
             peak = tracemalloc.get_traced_memory()[1]
         finally:
             tracemalloc.stop()
         assert peak < 1_000_000
-    with pytest.raises(errors.InvalidHeaderLength, match="99000000"):
+    with pytest.raises(errors.InvalidHeaderLength, match="declares 99,000,000; the file has 20"):
         pnp.load(data)
 
 

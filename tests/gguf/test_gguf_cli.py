@@ -158,7 +158,8 @@ def test_diff_gguf_and_source(files: dict[str, Path]) -> None:
     assert "formats: gguf vs safetensors" in out
     assert ("names: 12 GGUF names shown as Hugging Face names (gguf-py's map for llama); q/k rows put back in "
             "Hugging Face order in 2 tensors") in out
-    assert "metadata: not compared" in out and out.endswith("result: identical\n")
+    # Dequantized values compared and equal: not the stored bytes, nor the metadata.
+    assert "metadata: not compared" in out and out.endswith("result: values equal\n")
     code, out, _ = run_cli("diff", files["source"], files["llama_q8"], "--values")
     assert code == 1
     assert "~ model.layers.0.self_attn.q_proj.weight  F32 [32, 32] -> Q8_0 [32, 32]" in out

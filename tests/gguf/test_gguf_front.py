@@ -150,12 +150,12 @@ def test_identity_content_and_tensor_hashes(mixed: Path) -> None:
 
     ident = identify(str(mixed), content=True, per_tensor=True, canonical=True)
     assert ident.id.startswith("wi:gguf:3:") and ident.canonical is not None
-    assert hashlib.sha256(ident.canonical.encode()).hexdigest() == ident.sha256
+    assert hashlib.sha256(ident.canonical.encode()).hexdigest() == ident.structure_sha256
     ref = gguf.GGUFReader(mixed)
     data = mixed.read_bytes()
     assert ident.content_sha256 == "0x" + hashlib.sha256(data[ref.data_offset :]).hexdigest()
     want = {t.name: "0x" + hashlib.sha256(np.asarray(t.data).tobytes()).hexdigest() for t in ref.tensors}
-    assert {t.name: t.sha256 for t in ident.tensors or []} == want
+    assert {t.name: t.content_sha256 for t in ident.tensors or []} == want
 
 
 def test_values_tools_read_gguf(mixed: Path) -> None:
@@ -230,7 +230,7 @@ def test_f32_gguf_is_identical_to_its_source(tmp_path: Path, small_chunks: None)
     save_file(source, st)
     g = llama_gguf(tmp_path / "f.gguf", source)
     r = diff_files(str(g), str(st), values=True)
-    assert r.same and r.tensors_unchanged == len(source)
+    assert r.same and r.tensors_same_structure == len(source) and r.verdict == "values equal"
     assert all(v.differing == 0 and v.compared for v in r.values or [])
 
 

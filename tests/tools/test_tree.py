@@ -94,7 +94,7 @@ def test_inspect_tree_lists_every_tensor_once(tmp_path: Path) -> None:
         '""  F32 [4]  4 params',
         '""/  3 params, 1 tensor',
         "x  F32 [3]  3 params",
-        "a  F32 [1]  1 params",
+        "a  F32 [1]  1 param",
         "a/  2 params, 1 tensor",
         "b  F32 [2]  2 params",
         "x/  5 params, 1 tensor",

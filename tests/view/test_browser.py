@@ -142,8 +142,12 @@ def test_the_diff_page_lists_changed_tensors_and_compares_values(page: Any, edit
         assert page.text_content("#diff-changed .value") == "2"
         assert page.text_content("#diff-added .value") == "1" and page.text_content("#diff-removed .value") == "1"
         rows = page.locator("#diff-list .row").evaluate_all("rs => rs.map(r => [r.dataset.tensor, r.dataset.kind])")
+        # The nudged tensor keeps its dtype and shape: its bytes, compared, differ.
         assert sorted(rows) == sorted([[changed["cast"], "changed"], [changed["reshaped"], "changed"],
-                                       [changed["added"], "added"], [changed["removed"], "removed"]])
+                                       [changed["added"], "added"], [changed["removed"], "removed"],
+                                       [changed["nudged"], "values differ"]])
+        assert page.text_content("#diff-result .value") == "different"
+        assert page.text_content("#diff-identical .value") == "100"  # 103 both hold, 2 changed, 1 differs
         assert "note" in page.text_content("#diff-metadata")
         page.click(f"#diff-list .row[data-tensor='{changed['cast']}']")
         page.wait_for_selector("#diff-histogram")

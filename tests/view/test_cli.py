@@ -23,6 +23,7 @@ from typing import Any
 
 import pytest
 
+from pysafetensors.cli._common import fmt_size
 from pysafetensors.view import ViewSession
 
 from .conftest import write_header_only
@@ -332,7 +333,8 @@ def test_export_is_one_self_contained_file(minilm: Path, tmp_path: Path) -> None
     out = tmp_path / "report.html"
     done = run(minilm, "--export", out)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.startswith(f"wrote {out} (") and done.stderr == ""
+    size = out.stat().st_size
+    assert done.stdout == f"wrote {out}: {size:,} bytes ({fmt_size(size)})\n" and done.stderr == ""
     html = out.read_text(encoding="utf-8")
     parts = Parts()
     parts.feed(html)

@@ -332,10 +332,10 @@ def test_integers_beyond_2_53_are_exact_strings(tmp_path: Path) -> None:
 def test_a_remote_tensor_over_the_hold_cap_is_streamed_with_the_same_numbers(
     http_model: RangeServer, minilm: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from pysafetensors.view import data
+    from pysafetensors.tools import pairing
 
     assert HOLD_CAP >= 47 << 20  # MiniLM's largest tensor (47 MB) is held: one read
-    monkeypatch.setattr(data, "HOLD_CAP", 1024)
+    monkeypatch.setattr(pairing, "HOLD_CAP", 1024)
     with ViewSession.open([http_model.url("model.safetensors")]) as session:
         http_model.reset_log()
         reply = session.values(0, QUERY)

@@ -110,13 +110,16 @@ def test_a_hundred_thousand_tensor_diff_is_the_diff_commands(big_header: tuple[P
         # diff --values over 100,000 tensors takes most of a minute: the numbers, worked out by hand.
         one = {"compared": True, "elements": 1, "reason": None}
         assert session.value_diff(touched["nudged"])["diff"] == {
-            **one, "name": touched["nudged"], "differing": 1, "max_abs_diff": 7, "cosine_similarity": 1.0}  # 30 vs 37
+            **one, "name": touched["nudged"], "differing": 1, "max_abs_diff": 7, "cosine_similarity": 1.0,
+            "verdict": "values differ"}  # 30 vs 37
         assert session.value_diff(touched["cast"])["diff"] == {  # U8 10 vs I8 10
-            **one, "name": touched["cast"], "differing": 0, "max_abs_diff": 0, "cosine_similarity": 1.0}
+            **one, "name": touched["cast"], "differing": 0, "max_abs_diff": 0, "cosine_similarity": 1.0,
+            "verdict": "values equal"}  # equal values of two dtypes: not the same bytes
         assert session.value_diff(names[251])["diff"] == {  # 0 vs 0: no direction to compare
-            **one, "name": names[251], "differing": 0, "max_abs_diff": 0, "cosine_similarity": None}
+            **one, "name": names[251], "differing": 0, "max_abs_diff": 0, "cosine_similarity": None,
+            "verdict": "identical"}
         assert session.value_diff(touched["reshaped"])["diff"] == {
             "name": touched["reshaped"], "compared": False, "elements": 0, "differing": 0, "max_abs_diff": None,
-            "cosine_similarity": None, "reason": "shapes differ"}
+            "cosine_similarity": None, "reason": "shapes differ", "verdict": "values not compared"}
 
 

@@ -111,11 +111,11 @@ def test_the_export_command_reads_each_input_once(pair: tuple[Path, Path], origi
 
 def test_tensors_let_go_for_want_of_room_give_the_same_numbers(pair: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch,
                                                                origins: tuple[RangeServer, RangeServer]) -> None:
-    from pysafetensors.view import data
+    from pysafetensors.tools import pairing
 
     # b's shared tensors that come before their partner in a cannot all wait within 1 kB: those
     # let go are read again for their comparison.
-    monkeypatch.setattr(data, "HOLD_CAP", 1024)
+    monkeypatch.setattr(pairing, "HOLD_CAP", 1024)
     with ViewSession.open([origins[0].url("a.safetensors"), origins[1].url("b.safetensors")]) as remote:
         origins[1].reset_log()
         got = remote.document(with_stats=True)

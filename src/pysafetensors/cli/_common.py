@@ -85,12 +85,27 @@ def fmt_int(n: int) -> str:
     return f"{n:,}"
 
 
+# Decimal SI units, as the Hub and the shard sizes ("5GB" = 5 * 10**9) use.
+SIZE_UNITS = (("kB", 10**3), ("MB", 10**6), ("GB", 10**9), ("TB", 10**12), ("PB", 10**15))
+
+
+def fmt_size(n: int) -> str:
+    """``90.9 MB``, ``11.4 kB``, ``999 B``: the one size format of the CLI, the viewer (app.js's
+    fmtBytes prints the same text) and the progress bars (decimal units).  The smallest unit
+    whose value, rounded half up to one decimal in integer arithmetic, stays under 1,000.0."""
+    if n < 1000:
+        return f"{n} B"
+    for i, (unit, scale) in enumerate(SIZE_UNITS):
+        tenths = (n * 10 + scale // 2) // scale
+        if tenths < 10000 or i == len(SIZE_UNITS) - 1:
+            return f"{tenths // 10}.{tenths % 10} {unit}"
+    raise AssertionError("unreachable")
+
+
 def fmt_bytes(n: int) -> str:
-    """``90,868,376 bytes (90.9 MB)``: exact count plus a decimal-unit approximation."""
-    for unit, scale in (("TB", 10**12), ("GB", 10**9), ("MB", 10**6), ("kB", 10**3)):
-        if n >= scale:
-            return f"{n:,} bytes ({n / scale:.1f} {unit})"
-    return f"{n:,} bytes"
+    """``90,868,376 bytes (90.9 MB)``: the exact count, then :func:`fmt_size` (``999 bytes`` alone
+    under 1,000).  Never inside parentheses of its own (``wrote F: 57,241 bytes (57.2 kB)``)."""
+    return f"{n:,} bytes ({fmt_size(n)})" if n >= 1000 else plural(n, "byte")
 
 
 def plural(n: int, word: str) -> str:
@@ -165,7 +180,8 @@ def progress(total: int, desc: str, enabled: bool, unit: str = "B") -> Any:
         tqdm = require("tqdm", "cli").tqdm
     except MissingDependency:
         return _NoBar()
-    return tqdm(total=total, desc=desc, unit=unit, unit_scale=True, unit_divisor=1024, leave=False, file=sys.stderr)
+    # Decimal units (unit_divisor 1000), as every size the CLI and the viewer print.
+    return tqdm(total=total, desc=desc, unit=unit, unit_scale=True, unit_divisor=1000, leave=False, file=sys.stderr)
 
 
 def bar_enabled(args: Any) -> bool:

@@ -1,7 +1,9 @@
-"""``pysafetensors diff A B``: structural, metadata and (with --values) streamed value differences.
+"""``pysafetensors diff A B``: structural, metadata, tensor-byte and (with --values) value differences.
 
-The comparison is :func:`pysafetensors.tools.diff.diff_files` (its docstring gives the rules
-for integers, floats and tolerances, and how a GGUF side is matched); this module renders it.
+The comparison is :func:`pysafetensors.tools.diff.diff_files` (its docstring gives what is
+compared when, the verdicts, the rules for integers, floats and tolerances, and how a GGUF side
+is matched); this module renders its verdicts as they are and maps the overall one to the exit
+code (:data:`EXIT_CODES`).
 With a GGUF side, text output says how names were matched, and long metadata values (a
 tokenizer's vocabulary) are shortened; ``--json`` has them in full.
 """
@@ -12,7 +14,21 @@ import argparse
 import math
 from typing import Any
 
-from ..tools.diff import DiffResult, GGUFDiffResult, TensorDesc, ValueDiff, diff_files
+from ..tools.diff import (
+    BYTES,
+    DIFFERENT,
+    EQUAL_WITHIN_TOLERANCE,
+    IDENTICAL,
+    SAME_STRUCTURE,
+    STRUCTURE,
+    VALUES_DIFFER,
+    VALUES_EQUAL,
+    DiffResult,
+    GGUFDiffResult,
+    TensorDesc,
+    ValueDiff,
+    diff_files,
+)
 from ._common import (
     emit,
     first_names,
@@ -37,10 +53,30 @@ def _shape(d: TensorDesc) -> str:
 
 
 def _value_line(v: ValueDiff) -> list[str]:
+    """name, differing, max abs diff, cosine, note (why not compared, or a verdict other than
+    "values differ"), verdict."""
     if not v.compared:
-        return [v.name, "-", "-", "-", v.reason or ""]
+        return [v.name, "-", "-", "-", v.reason or "", v.verdict]
+    note = "" if v.verdict == VALUES_DIFFER else v.verdict
     return [v.name, f"{fmt_int(v.differing)}/{fmt_int(v.elements)}", fmt_float(v.max_abs_diff),
-            fmt_float(v.cosine_similarity), ""]
+            fmt_float(v.cosine_similarity), note, v.verdict]
+
+
+def _compared(r: DiffResult) -> str:
+    """What was compared, in words (``r.compared``; the verdicts say what came of it)."""
+    if r.compared == STRUCTURE:
+        return "names, dtypes, shapes and metadata; values not compared (--values reads and compares them)"
+    if r.compared == BYTES:
+        return "tensor bytes"
+    if r.values is None:  # a GGUF against a safetensors checkpoint, without --values
+        return "tensor values, exactly (a GGUF's as read: dequantized, q/k rows in Hugging Face order)"
+    return f"tensor values ({_tol(r)})"
+
+
+def _tensor_counts(r: DiffResult) -> str:
+    counts = [f"{len(r.tensors_added)} added", f"{len(r.tensors_removed)} removed", f"{len(r.tensors_changed)} changed"]
+    counts += [f"{fmt_int(n)} {verdict}" for verdict, n in r.verdict_counts.items()]
+    return "tensors: " + ", ".join(counts)
 
 
 def render_diff(r: DiffResult, fmt: str = "text") -> str:
@@ -58,19 +94,23 @@ def render_diff(r: DiffResult, fmt: str = "text") -> str:
         out += [f"--- {r.a}", f"+++ {r.b}"]
     if gguf is not None:
         out += _gguf_lines(terminal_safe(gguf)) + ([""] if md else [])
-    out.append(
-        f"tensors: {len(r.tensors_added)} added, {len(r.tensors_removed)} removed, "
-        f"{len(r.tensors_changed)} changed, {r.tensors_unchanged} unchanged"
-    )
+    out.append(f"compared: {_compared(r)}")
+    if md:
+        out.append("")
+    out.append(_tensor_counts(r))
     rows: list[list[str]] = []
     rows += [["+", d.name, _shape(d)] for d in r.tensors_added]
     rows += [["-", d.name, _shape(d)] for d in r.tensors_removed]
     rows += [["~", c.name, f"{_shape(c.a)} -> {_shape(c.b)}"] for c in r.tensors_changed]
+    if r.values is None and r.compared != STRUCTURE:  # the verdicts of a comparison without numbers
+        rows += [["!", name, verdict] for name, verdict in r.tensor_verdicts.items()
+                 if verdict not in (IDENTICAL, VALUES_EQUAL)]
     meta: list[list[str]] = []
     meta += [["+", k, _quote(v)] for k, v in r.metadata_added.items()]
     meta += [["-", k, _quote(v)] for k, v in r.metadata_removed.items()]
     meta += [["~", k, f"{_quote(c['a'])} -> {_quote(c['b'])}"] for k, c in r.metadata_changed.items()]
-    values = [_value_line(v) for v in r.values or [] if v.differing or not v.compared]
+    values = [_value_line(v) for v in r.values or [] if v.verdict not in (IDENTICAL, VALUES_EQUAL)]
+    differing = sum(1 for v in r.values or [] if v.verdict == VALUES_DIFFER or not v.compared)
     if md:
         if rows:
             out += ["", "| | tensor | change |", "|---|---|---|"] + [f"| {a} | `{b}` | {c} |" for a, b, c in rows]
@@ -80,20 +120,22 @@ def render_diff(r: DiffResult, fmt: str = "text") -> str:
         if meta:
             out += ["", "| | key | value |", "|---|---|---|"] + [f"| {a} | `{b}` | {c} |" for a, b, c in meta]
         if r.values is not None:
-            out += ["", f"values ({_tol(r)}): {len(values)} of {len(r.values)} tensors differ"]
+            out += ["", f"values ({_tol(r)}): {differing} of {plural(len(r.values), 'compared tensor')} differ"]
             if values:
-                out += ["", "| tensor | differing | max abs diff | cosine | note |", "|---|---|---|---|---|"]
-                out += [f"| `{v[0]}` | {v[1]} | {v[2]} | {v[3]} | {v[4]} |" for v in values]
+                out += ["", "| tensor | verdict | differing | max abs diff | cosine | note |", "|---|---|---|---|---|---|"]
+                out += [f"| `{v[0]}` | {v[5]} | {v[1]} | {v[2]} | {v[3]} | {v[4] if v[4] != v[5] else ''} |"
+                        for v in values]
+        out += ["", f"result: {r.verdict}"]
     else:
         out += [f"{a} {b}  {c}" for a, b, c in rows]
         out.append(f"metadata: {len(r.metadata_added)} added, {len(r.metadata_removed)} removed, "
                    f"{len(r.metadata_changed)} changed" if gguf is None or gguf.metadata_compared else _NOT_COMPARED)
         out += [f"{a} {b}: {c}" for a, b, c in meta]
         if r.values is not None:
-            out.append(f"values ({_tol(r)}): {len(values)} of {len(r.values)} compared tensors differ")
+            out.append(f"values ({_tol(r)}): {differing} of {plural(len(r.values), 'compared tensor')} differ")
             out += [f"~ {v[0]}  differing {v[1]}  max_abs_diff {v[2]}  cosine {v[3]}" + (f"  ({v[4]})" if v[4] else "")
                     for v in values]
-    out += ["", "result: " + ("identical" if r.same else "different")]
+        out += ["", f"result: {r.verdict}"]
     return "\n".join(out) + "\n"
 
 
@@ -133,28 +175,56 @@ def _tol(r: DiffResult) -> str:
     return f"rtol={r.rtol or 0}, atol={r.atol or 0}"
 
 
+#: the exit code of each overall verdict (2 is an error: unreadable input, bad arguments)
+EXIT_CODES = {IDENTICAL: 0, VALUES_EQUAL: 0, EQUAL_WITHIN_TOLERANCE: 0, DIFFERENT: 1, SAME_STRUCTURE: 3}
+
+_EPILOG = """\
+what is compared:
+  two local checkpoints: names, dtypes, shapes, metadata and every tensor's bytes (streamed,
+  stopping at the first differing chunk of a tensor); a URL input: the structure only, unless
+  --values. --values compares values and reports per tensor the differing count, the largest
+  difference and the cosine similarity.
+
+exit status:
+  0  identical (bytes compared and equal), values equal, or equal within --rtol/--atol
+  1  different
+  2  error (unreadable input, bad arguments)
+  3  same structure, values not compared (a URL without --values, or --structure-only)
+"""
+
+
 def add_parser(subparsers: Any) -> None:
     from .main import common_options
 
-    p = subparsers.add_parser("diff", parents=[common_options()], help="compare two checkpoints (exit 1 if different)")
+    p = subparsers.add_parser(
+        "diff", parents=[common_options()], help="compare two checkpoints (exit 1 if different)",
+        description="Compare two checkpoints: tensors added, removed or changed, metadata, and tensor bytes or values.",
+        epilog=_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("a")
     p.add_argument("b")
-    p.add_argument("--values", action="store_true", help="also compare tensor values, streaming")
+    p.add_argument("--values", action="store_true",
+                   help="compare tensor values, streaming: differing count, max abs diff, cosine similarity")
+    p.add_argument("--structure-only", action="store_true",
+                   help="compare names, dtypes, shapes and metadata only; read no tensor byte (exit 3 when they match)")
     p.add_argument("--rtol", type=float, help="relative tolerance for --values (implies --values)")
     p.add_argument("--atol", type=float, help="absolute tolerance for --values (implies --values)")
     p.add_argument("--format", choices=("text", "json", "md"), default=None, help="output format (default text)")
 
 
 def run(args: argparse.Namespace) -> int:
+    from .main import UsageError
+
     values = args.values or args.rtol is not None or args.atol is not None
     for name in ("rtol", "atol"):
         v = getattr(args, name)
         if v is not None and (v < 0 or not math.isfinite(v)):
-            from .main import UsageError
-
             raise UsageError(f"pysafetensors diff: error: --{name} must be a finite number >= 0, got {v}")
+    if values and args.structure_only:
+        raise UsageError("pysafetensors diff: error: --structure-only compares no values: "
+                         "it cannot go with --values, --rtol or --atol")
     with open_input(args.a, gguf=True) as a, open_input(args.b, gguf=True) as b:
-        r = diff_files(a, b, values, args.rtol, args.atol, progress_factory(args))
+        r = diff_files(a, b, values, args.rtol, args.atol, progress_factory(args), structure_only=args.structure_only)
     fmt = args.format or ("json" if args.json else "text")
     emit(render_diff(r, fmt))
-    return 0 if r.same else 1
+    return EXIT_CODES[r.verdict]

@@ -1,7 +1,9 @@
 """``pysafetensors id FILE``: weight-inspect's structural ID, optionally content and per-tensor hashes.
 
 The hashes are :func:`pysafetensors.tools.identity.identify`'s (its docstring gives the
-canonical form); this module renders them.  A GGUF file's layout is checked only when its data
+canonical form); this module renders them, each labelled with what it hashes: ``structure
+sha256`` (names, dtypes, shapes, metadata: never the values), ``content sha256`` (the tensor
+data, with ``--content``; said to be not computed otherwise), ``tensor content sha256``.  A GGUF file's layout is checked only when its data
 is hashed (``--content``, ``--tensors``): without them the header is all that is read.
 """
 
@@ -19,23 +21,28 @@ def render_id(result: Identity, fmt: str = "text") -> str:
     if fmt == "json":
         return render_json(result)
     result = terminal_safe(result)
-    out = [result.id, f"sha256: {result.sha256}"]
-    if result.content_sha256:
-        out.append(f"content sha256: {result.content_sha256}")
+    out = [result.id, f"structure sha256: {result.structure_sha256}"]
+    out.append(f"content sha256:   {result.content_sha256 or 'not computed (--content hashes the tensor data)'}")
     if result.canonical is not None:
         out.append(f"canonical: {result.canonical}")
     if result.tensors is not None:
+        out.append("tensor content sha256:")
         width = max((len(t.name) for t in result.tensors), default=0)
-        out.extend(f"{t.name.ljust(width)}  {t.sha256}" for t in result.tensors)
+        out.extend(f"  {t.name.ljust(width)}  {t.content_sha256}" for t in result.tensors)
     return "\n".join(out) + "\n"
 
 
 def add_parser(subparsers: Any) -> None:
     from .main import common_options
 
-    p = subparsers.add_parser("id", parents=[common_options()], help="structural ID (weight-inspect) and content hashes")
+    p = subparsers.add_parser(
+        "id", parents=[common_options()], help="structural ID (weight-inspect) and content hashes",
+        description="Print the structural ID (weight-inspect's: names, dtypes, shapes and metadata, never the "
+                    "values; reads the header only) and, with --content/--tensors, hashes of the tensor data.",
+    )
     p.add_argument("file")
-    p.add_argument("--content", action="store_true", help="also hash the data region (ModelSpec hash_sha256, 0x...)")
+    p.add_argument("--content", action="store_true",
+                   help="also hash the tensor data: every byte after the header (ModelSpec hash_sha256, 0x...)")
     p.add_argument("--tensors", action="store_true", help="also hash each tensor's bytes")
     p.add_argument("--canonical", action="store_true", help="also print the canonical JSON that is hashed")
 

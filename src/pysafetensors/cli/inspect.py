@@ -45,9 +45,9 @@ def _render_tree(root: TreeNode, out: list[str]) -> None:
         node, depth = stack.pop()
         label = node.label if node.label else '""'
         if node.is_tensor:
-            out.append(f"{'  ' * depth}{label}  {node.dtype} {node.shape}  {fmt_int(node.parameters)} params")
+            out.append(f"{'  ' * depth}{label}  {node.dtype} {node.shape}  {plural(node.parameters, 'param')}")
         else:
-            out.append(f"{'  ' * depth}{label}/  {fmt_int(node.parameters)} params, {plural(node.tensors, 'tensor')}")
+            out.append(f"{'  ' * depth}{label}/  {plural(node.parameters, 'param')}, {plural(node.tensors, 'tensor')}")
             stack.extend((c, depth + 1) for c in reversed(node.children))
 
 
@@ -130,7 +130,7 @@ def render_inspect(result: Summary, fmt: str = "text", tensors: bool = False) ->
         out = _render_gguf(safe, meta, tensors)
         if safe.tree is not None:
             out.append("")
-            out.append(f"tree ({fmt_int(safe.tree.parameters)} params):")
+            out.append(f"tree ({plural(safe.tree.parameters, 'param')}):")
             _render_tree(safe.tree, out)
         return "\n".join(out) + "\n"
     result = terminal_safe(result)
@@ -147,7 +147,7 @@ def render_inspect(result: Summary, fmt: str = "text", tensors: bool = False) ->
         out.append(table(rows, head, right=[4]))
     if result.tree is not None:
         out.append("")
-        out.append(f"tree ({fmt_int(result.tree.parameters)} params):")
+        out.append(f"tree ({plural(result.tree.parameters, 'param')}):")
         _render_tree(result.tree, out)
     return "\n".join(out) + "\n"
 

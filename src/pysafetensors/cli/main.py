@@ -34,7 +34,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
 from .. import __version__
-from ..errors import MissingDependency, SafetensorError
+from ..errors import HeaderError, MissingDependency, SafetensorError
 from ..io.redact import redact_text
 from ._common import escape_text
 from ._inputs import command_options
@@ -132,6 +132,17 @@ def _one_line(exc: BaseException) -> str:
     return " ".join(line.strip() for line in text.splitlines())
 
 
+def _in_words(exc: BaseException) -> str:
+    """The error's one line: a HeaderError that has a user's wording (``plain``: "not a
+    safetensors file (...)", "truncated: ...") says that, after the input it is about, rather
+    than upstream's wording the Python exception keeps; anything else its message."""
+    plain = getattr(exc, "plain", None)
+    if isinstance(exc, HeaderError) and plain:
+        where = getattr(exc, "input_name", None)
+        return f"{where}: {plain}" if where else plain
+    return _one_line(exc)
+
+
 def _stderr_line(text: str) -> None:
     if sys.stderr is not None:
         print(text, file=sys.stderr)
@@ -154,7 +165,7 @@ def report_error(exc: BaseException, debug: bool = False, *, finding: bool = Fal
         _stderr_line(f"{PROG}: {safe_message(_one_line(exc))}")
         return 1
     if isinstance(exc, (SafetensorError, MissingDependency, OSError, ValueError)):
-        _stderr_line(f"{PROG}: error: {safe_message(_one_line(exc))}")
+        _stderr_line(f"{PROG}: error: {safe_message(_in_words(exc))}")
     else:
         _stderr_line(f"{PROG}: internal error: {type(exc).__name__}: {safe_message(_one_line(exc))} (rerun with --debug)")
     return 2

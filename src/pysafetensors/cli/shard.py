@@ -27,8 +27,8 @@ def render_shard(r: ShardResult, fmt: str = "text") -> str:
         return render_json(r)
     r = terminal_safe(r)
     verb = "would write" if r.dry_run else "wrote"
-    head = (f"{verb} {len(r.shards)} shard(s) to {r.outdir} (max shard size {fmt_bytes(r.max_shard_size)}, "
-            f"total {fmt_bytes(r.total_size)})")
+    head = (f"{verb} {plural(len(r.shards), 'shard')} to {r.outdir}: max shard size {fmt_bytes(r.max_shard_size)}, "
+            f"total {fmt_bytes(r.total_size)}")
     out = [head]
     out += [f"  {s.name}  {plural(s.tensors, 'tensor')}  {fmt_bytes(s.nbytes)}" for s in r.shards]
     if r.index:

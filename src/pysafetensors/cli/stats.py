@@ -7,6 +7,7 @@ rules); this module renders them.
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import Any
 
 from ..tools.stats import StatsResult, file_stats
@@ -29,11 +30,26 @@ def add_parser(subparsers: Any) -> None:
 
     p = subparsers.add_parser("stats", parents=[common_options()], help="per-tensor min/max/mean/std, NaN/Inf/zero counts")
     p.add_argument("file")
-    p.add_argument("--filter", action="append", metavar="GLOB", help="only tensors whose name matches (repeatable)")
+    p.add_argument("--filter", action="append", metavar="GLOB",
+                   help="only tensors whose name matches (repeatable); none matching is exit 1")
+
+
+def no_match_message(patterns: list[str]) -> str:
+    """``no tensor matches 'a.*'`` (``... 'a.*' or 'b.*'`` for several ``--filter``)."""
+    return "no tensor matches " + " or ".join(f"'{p}'" for p in patterns)
 
 
 def run(args: argparse.Namespace) -> int:
     with open_input(args.file, gguf=True) as ckpt:
         result = file_stats(ckpt, args.filter, progress_factory(args))
+    if args.filter and not result.tensors:
+        # A filter that matches nothing is a finding (exit 1), said on stderr; --json still
+        # prints its (empty) result for scripts.
+        from .main import PROG, safe_message
+
+        if args.json:
+            emit(render_stats(result, "json"))
+        print(f"{PROG}: {safe_message(no_match_message(args.filter))}", file=sys.stderr)
+        return 1
     emit(render_stats(result, "json" if args.json else "text"))
     return 0

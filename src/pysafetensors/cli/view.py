@@ -97,7 +97,7 @@ def run(args: argparse.Namespace) -> int:
     with ViewSession(opened) as session:
         if args.export:
             size = export_report(session, args.export, args.with_stats, progress_factory(args))
-            emit(f"wrote {escape_text(args.export)} ({fmt_bytes(size)})")
+            emit(f"wrote {escape_text(args.export)}: {fmt_bytes(size)}")
             return 0
         return _serve(session, args)
 
@@ -122,7 +122,7 @@ def _stop_on_signals() -> dict[int, Any]:
 def _serve(session: ViewSession, args: argparse.Namespace) -> int:
     from ..view import ViewServer
 
-    session.document_json()  # built before listening: a bad input fails here, with nothing served
+    session.document_json(progress_factory(args))  # built before listening: a bad input fails here
     try:
         server = ViewServer(session, args.host, args.port)
     except OSError as e:

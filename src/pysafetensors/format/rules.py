@@ -74,21 +74,57 @@ class HeaderProblem:
         return self.error.reason + (f" ({detail})" if detail else "")
 
 
+def _in_words(head: str, tail: str, sep: str = "; ") -> dict[str, str]:
+    """A problem's explanation in a user's words: ``detail`` for the exception (after upstream's
+    reason, in its parentheses) and ``plain`` for the command line, which shows it alone."""
+    return {"detail": f"{head}{sep}{tail}", "plain": f"{head} ({tail})"}
+
+
+def _known_kind(head: bytes) -> str | None:
+    """What a file beginning with ``head`` (its first 8 bytes) is, when it is a format people
+    mistake for safetensors (or text), for the message; None when nothing is recognised."""
+    if head[:4] == b"GGUF":
+        return "it begins with GGUF's magic: a GGUF file, which pysafetensors inspect, diff and convert read"
+    if head[:4] == b"PK\x03\x04":
+        return "it is a zip archive, as PyTorch's .pt/.bin files are: pysafetensors convert reads those"
+    if head[:1] == b"\x80" and 2 <= head[1] <= 5:
+        return "it begins like a pickle, as older PyTorch files do: pysafetensors convert reads those"
+    if all(32 <= c < 127 or c in b"\t\n\r" for c in head):
+        text = head.decode("ascii").encode("unicode_escape").decode("ascii")
+        return f'it begins with the text "{text}", not a header length'
+    return None
+
+
 def check_header_length(prefix: bytes | bytearray | memoryview, file_size: int) -> HeaderProblem | None:
-    """The rule for the 8-byte length prefix of a file of ``file_size`` bytes, or None."""
+    """The rule for the 8-byte length prefix of a file of ``file_size`` bytes, or None.
+
+    Upstream's reason opens the message; the detail says in plain words what the file seems to
+    be (a text file is "not a safetensors file", a download cut short is "truncated").
+    """
     if file_size < N_LEN or len(prefix) < N_LEN:
+        why = "it is empty" if file_size == 0 else \
+            f"it has {file_size} byte{'s' if file_size != 1 else ''}, fewer than the 8 of a header length"
         return HeaderProblem("header_too_small", HeaderTooSmall.make(
-            "header too small", f"file is {file_size} bytes, the length prefix alone needs 8"))
+            "header too small", **_in_words("not a safetensors file", why, ": ")))
     n = int.from_bytes(prefix[:N_LEN], "little")
     if n > HEADER_CAP:
-        return HeaderProblem("header_too_large", HeaderTooLarge.make(
-            "header too large", f"declared {n} bytes, the cap is {HEADER_CAP}", header_size=n))
+        kind = _known_kind(bytes(prefix[:N_LEN]))
+        if kind is None and n + N_LEN <= file_size:  # it holds a header that long: safetensors over the cap
+            words = _in_words(f"header too large: {n:,} bytes", f"the limit safetensors readers accept is {HEADER_CAP:,}")
+        else:
+            kind = kind or (f"its first 8 bytes, read as a header length, declare {n:,} bytes: more than the "
+                            f"{HEADER_CAP:,} allowed, and than the file holds")
+            words = _in_words("not a safetensors file", kind, ": ")
+        return HeaderProblem("header_too_large", HeaderTooLarge.make("header too large", header_size=n, **words))
     if n + N_LEN > file_size:
+        kind = _known_kind(bytes(prefix[:N_LEN]))
+        if kind is not None:
+            words = _in_words("not a safetensors file", kind, ": ")
+        else:
+            words = _in_words(f"truncated: the header alone needs {n + N_LEN:,} bytes",
+                              f"its length prefix declares {n:,}; the file has {file_size:,}")
         return HeaderProblem("invalid_header_length", InvalidHeaderLength.make(
-            "invalid header length",
-            f"header declares {n} bytes, needing {n + N_LEN}, but the file has {file_size}",
-            header_size=n,
-        ))
+            "invalid header length", header_size=n, **words))
     return None
 
 
@@ -377,13 +413,13 @@ def _layout(entries: list[Entry], n: int, file_size: int) -> Iterator[HeaderProb
             yield problem
     if expected + N_LEN + n != file_size:
         want = expected + N_LEN + n
-        what = f"{want - file_size} bytes are missing" if file_size < want else \
-            f"{file_size - want} bytes follow the last tensor"
+        sizes = f"expected {want:,} bytes, the file has {file_size:,}"
+        if file_size < want:
+            words = _in_words(f"truncated: {want - file_size:,} bytes of tensor data missing", sizes)
+        else:
+            words = _in_words(f"{file_size - want:,} bytes after the last tensor", sizes)
         yield HeaderProblem("size_mismatch_file", IncompleteBuffer.make(
-            "incomplete metadata, file not fully covered",
-            f"tensors end at data offset {expected}, so the file should be {want} bytes, but it is "
-            f"{file_size}: {what}",
-        ))
+            "incomplete metadata, file not fully covered", data_end=expected, **words))
 
 
 def _size_problem(name: str, dtype: DType, shape: tuple[int, ...], begin: int, end: int) -> HeaderProblem | None:

@@ -17,8 +17,10 @@ module                    functions                                             
 ``tree``                  ``build_tree(rows or ckpt.tensors)``                        ``TreeNode``
 ``identity``              ``identify(ckpt, content, per_tensor, canonical)``,         ``Identity``
                           ``structural_id(metadata, specs)``, ``canonical_form(...)``
-``diff``                  ``diff_files(a, b, values, rtol, atol)``,                   ``DiffResult``,
+``diff``                  ``diff_files(a, b, values, rtol, atol, structure_only)``,   ``DiffResult``,
                           ``tensor_value_diff(a, b, name, rtol, atol)``               ``ValueDiff``
+``pairing``               ``stream_pair(...)``, ``differing_spans(...)``, ``hold(data)``  (the reading
+                                                                                      under ``diff``)
 ``stats``                 ``file_stats(ckpt, patterns)``, ``tensor_stats(ckpt, name)``  ``StatsResult``,
                                                                                       ``TensorStats``
 ``values``                ``histogram(ckpt, name, bins, value_range)``,               ``Histogram``,

@@ -316,6 +316,7 @@ def _named(path: str, e: SafetensorError) -> SafetensorError:
     # Say which file: format errors name tensors and offsets, not the path.
     if path not in str(e):
         e.args = (f"{path}: {e}",)
+    e.input_name = path  # type: ignore[attr-defined]  # for a message in a user's words (HeaderError.plain)
     return e
 
 

@@ -1,4 +1,26 @@
-"""Differences between two checkpoints: structure, metadata and (streamed) values.
+"""Differences between two checkpoints: structure, metadata, tensor bytes and (streamed) values.
+
+What was compared, and the verdict, are decided here once (:class:`DiffResult`'s
+``compared``, ``verdict``, ``tensor_verdicts``); the CLI's text, JSON and Markdown, the viewer
+and its exported report print them and never a stronger word.  Nothing is called identical
+unless its bytes were compared and are equal:
+
+* ``compared="bytes"`` (the default for two local checkpoints): each tensor both hold with the
+  same dtype and shape has its bytes compared, streamed in chunks of :data:`BYTE_CHUNK` and
+  stopping at the first chunk that differs: ``"identical"`` or ``"values differ"``.
+* ``compared="values"`` (``values=True``, a tolerance, or a GGUF against a safetensors
+  checkpoint): the value comparison below, per tensor ``"identical"`` (same dtype, every bit
+  equal, stored bytes read), ``"values equal"`` (equal, but what was compared is not the stored
+  bytes: dequantized GGUF values, or two dtypes), ``"within tolerance"`` or ``"values differ"``.
+* ``compared="structure"`` (a URL input without ``values``, or ``structure_only``): names,
+  dtypes, shapes and metadata only; each such tensor is ``"values not compared"`` and, when
+  nothing else differs, the verdict is ``"same structure, values not compared"``.
+
+The overall verdict is ``"different"`` (anything added, removed, changed or differing),
+``"same structure, values not compared"``, ``"equal within tolerance"``, ``"values equal"``
+(every tensor's values equal, but not every stored byte or the metadata was compared), or
+``"identical"`` (same tensors, same bytes, same metadata; the files may still order their
+tensors or pad their headers differently).
 
 Values are compared chunk by chunk (bounded memory whatever the tensor size):
 
@@ -18,39 +40,71 @@ Values are compared chunk by chunk (bounded memory whatever the tensor size):
 Either side may be a GGUF file (:class:`GGUFDiffResult`).  A tensor's dtype is then its GGML
 type (``Q8_0``), its shape PyTorch's order (GGUF's dims reversed), and its values the
 dequantized ones (gguf-py), streamed a few rows at a time.  Two GGUF files compare by name,
-with typed metadata.  A GGUF against a safetensors checkpoint (either order) is the check after
-quantizing: GGUF names are mapped to Hugging Face names with gguf-py's tensor-name map for the
-file's ``general.architecture`` (when that matches more of the other side's names than the
+with typed metadata; by default their tensors' stored (quantized) bytes are compared, so
+``"identical"`` means the same blocks.  With ``values`` the dequantized values are compared,
+and equal ones are ``"values equal"``: different blocks can decode to the same numbers.
+
+A GGUF against a safetensors checkpoint (either order) is the check after quantizing: GGUF
+names are mapped to Hugging Face names with gguf-py's tensor-name map for the file's
+``general.architecture`` (when that matches more of the other side's names than the
 names as they are), the rows llama.cpp permutes in the q/k projections are put back
 (:func:`~pysafetensors.gguf.names.qk_order`; those it cannot vouch for are listed in
 ``left_in_gguf_order``), and metadata is not compared (the two formats' metadata say different things).
+There the stored bytes of the two formats cannot be compared (rows permuted, blocks vs
+floats): a local pair compares the values of the tensors of the same type and shape exactly
+(bit for bit, stopping at the first differing chunk), so equal ones are ``"values equal"``.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Iterator
+from collections import Counter
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from ..errors import TensorNotFound
 from ..format.header import TensorInfo
 from ..gguf.convert import metadata_string
 from ..gguf.names import hf_candidates, hf_names, qk_order
+from ..io.protocols import ViewSource, capabilities
 from ._base import JsonResult, Progress, no_progress
 from ._chunks import iter_chunks
 from .checkpoint import (
     AnyCheckpoint,
     Checkpoint,
     GGUFCheckpoint,
+    GGUFTensor,
     TensorAccess,
     TensorBytes,
     ValueTensor,
     open_checkpoint,
 )
+from .pairing import Item, RegionView, Span, differing_spans, equal_bytes, hold, stream_pair
 
 _INTEGER_KINDS = ("int", "uint", "bool")
+
+# What was compared (DiffResult.compared).
+STRUCTURE, BYTES, VALUES = "structure", "bytes", "values"
+# A tensor's verdict (the tensors both hold with the same dtype and shape; ValueDiff.verdict too).
+IDENTICAL = "identical"
+VALUES_EQUAL = "values equal"
+WITHIN_TOLERANCE = "within tolerance"
+VALUES_DIFFER = "values differ"
+VALUES_NOT_COMPARED = "values not compared"
+TENSOR_VERDICTS = (VALUES_DIFFER, WITHIN_TOLERANCE, VALUES_EQUAL, IDENTICAL, VALUES_NOT_COMPARED)
+# The checkpoints' verdict (DiffResult.verdict); IDENTICAL and VALUES_EQUAL too.
+DIFFERENT = "different"
+EQUAL_WITHIN_TOLERANCE = "equal within tolerance"
+SAME_STRUCTURE = "same structure, values not compared"
+
+#: bytes compared at once by the byte comparison (it stops at the first chunk that differs)
+BYTE_CHUNK = 4 << 20
+
+#: called with each tensor of one side and its bytes as a values diff streams it (the viewer's
+#: report computes every tensor's stats in the same pass)
+Visit = Callable[[ValueTensor, TensorBytes], None]
 
 
 @dataclass
@@ -78,17 +132,29 @@ class ValueDiff(JsonResult):
     max_abs_diff: float | int | None = None  # an exact int for integer tensors
     cosine_similarity: float | None = None
     reason: str | None = None  # why a tensor was not compared
+    verdict: str = VALUES_NOT_COMPARED  # one of TENSOR_VERDICTS
 
 
 @dataclass
 class DiffResult(JsonResult):
+    """Two checkpoints compared.  ``compared`` says what was (``structure``, ``bytes`` or
+    ``values``), ``verdict`` the answer in words, ``same`` the same as a boolean: True when
+    nothing compared differs (``identical``, ``values equal``, ``equal within tolerance``),
+    False when something does, None when values were not compared and nothing else differs.
+    ``tensor_verdicts`` holds the verdict of every tensor both hold with the same dtype and
+    shape (``tensors_same_structure`` of them), ``verdict_counts`` their tally."""
+
     a: str
     b: str
-    same: bool
+    same: bool | None
+    compared: str = STRUCTURE
+    verdict: str = SAME_STRUCTURE
     tensors_added: list[TensorDesc] = field(default_factory=list)
     tensors_removed: list[TensorDesc] = field(default_factory=list)
     tensors_changed: list[TensorChange] = field(default_factory=list)
-    tensors_unchanged: int = 0
+    tensors_same_structure: int = 0
+    verdict_counts: dict[str, int] = field(default_factory=dict)
+    tensor_verdicts: dict[str, str] = field(default_factory=dict)
     metadata_added: dict[str, str] = field(default_factory=dict)
     metadata_removed: dict[str, str] = field(default_factory=dict)
     metadata_changed: dict[str, dict[str, str]] = field(default_factory=dict)
@@ -115,14 +181,36 @@ _R = TypeVar("_R", bound=DiffResult)
 
 
 def _concluded(r: _R) -> _R:
-    """``r`` with ``same`` decided: nothing added, removed or changed, and every compared
-    tensor's values equal (within the tolerance)."""
-    r.same = not (
-        r.tensors_added or r.tensors_removed or r.tensors_changed
-        or r.metadata_added or r.metadata_removed or r.metadata_changed
-        or any(v.differing or not v.compared for v in r.values or [])
-    )
+    """``r`` with its verdict decided from the structure, the metadata and ``tensor_verdicts``
+    (the one place a verdict is made: see the module docstring)."""
+    counts = Counter(r.tensor_verdicts.values())
+    r.verdict_counts = {v: counts[v] for v in TENSOR_VERDICTS if counts[v]}
+    structural = (r.tensors_added or r.tensors_removed or r.tensors_changed
+                  or r.metadata_added or r.metadata_removed or r.metadata_changed)
+    if structural or counts[VALUES_DIFFER]:
+        r.verdict = DIFFERENT
+    elif counts[VALUES_NOT_COMPARED]:
+        r.verdict = SAME_STRUCTURE
+    elif counts[WITHIN_TOLERANCE]:
+        r.verdict = EQUAL_WITHIN_TOLERANCE
+    elif counts[VALUES_EQUAL] or not getattr(r, "metadata_compared", True):
+        r.verdict = VALUES_EQUAL
+    else:
+        r.verdict = IDENTICAL
+    r.same = None if r.verdict == SAME_STRUCTURE else r.verdict != DIFFERENT
     return r
+
+
+def _tensor_verdict(differing: int, bit_equal: bool, decoded: bool, tolerant: bool) -> str:
+    """A compared tensor's verdict: IDENTICAL only when its stored bytes were compared and are
+    equal (same dtype, every bit; not dequantized GGUF values)."""
+    if differing:
+        return VALUES_DIFFER
+    if bit_equal and not decoded:
+        return IDENTICAL
+    if bit_equal or not tolerant:
+        return VALUES_EQUAL  # decoded values equal bit for bit, or two dtypes equal in value
+    return WITHIN_TOLERANCE
 
 
 def _desc(t: TensorInfo) -> TensorDesc:
@@ -208,7 +296,9 @@ class _Compare:
     def __init__(self, ta: ValueTensor, tb: ValueTensor, rtol: float | None, atol: float | None) -> None:
         self.integer = ta.dtype.kind in _INTEGER_KINDS and tb.dtype.kind in _INTEGER_KINDS
         self.tolerant = rtol is not None or atol is not None
-        self.exact_bits = ta.dtype == tb.dtype and not self.tolerant
+        self.same_dtype = ta.dtype == tb.dtype
+        self.exact_bits = self.same_dtype and not self.tolerant
+        self.bit_equal = self.same_dtype  # every chunk so far equal bit for bit
         self.rtol, self.atol = rtol or 0.0, atol or 0.0
         self.differing = 0
         self.max_abs: float | int = 0 if self.integer else 0.0
@@ -218,10 +308,12 @@ class _Compare:
         import numpy as np
 
         with np.errstate(all="ignore"):
+            chunk_equal = self.same_dtype and bool(np.array_equal(xa.view(np.uint8), xb.view(np.uint8)))
+            self.bit_equal = self.bit_equal and chunk_equal
             if self.integer:
                 self._add_int(_int_view(xa, np), _int_view(xb, np), np)
             else:
-                self._add_float(xa, xb, np)
+                self._add_float(xa, xb, np, chunk_equal)
 
     def _add_int(self, xa: Any, xb: Any, np: Any) -> None:
         d = _int_abs_diff(xa, xb, np)
@@ -234,10 +326,10 @@ class _Compare:
             self.differing += int(np.count_nonzero(d != 0))
         self.cosine.add(xa.astype(np.float64), xb.astype(np.float64), np)
 
-    def _add_float(self, xa: Any, xb: Any, np: Any) -> None:
+    def _add_float(self, xa: Any, xb: Any, np: Any, chunk_equal: bool) -> None:
         work = np.complex128 if np.iscomplexobj(xa) or np.iscomplexobj(xb) else np.float64
         fa, fb = xa.astype(work), xb.astype(work)
-        if self.exact_bits and np.array_equal(xa.view(np.uint8), xb.view(np.uint8)):
+        if chunk_equal:
             self.cosine.add(fa, fa, np)  # an identical chunk: only the norms are needed
             return
         if self.exact_bits:  # -0.0 != 0.0, equal NaNs match
@@ -263,7 +355,7 @@ def compare_values(
     ta: ValueTensor, da: TensorBytes, tb: ValueTensor, db: TensorBytes,
     rtol: float | None = None, atol: float | None = None, bar: Any = None,
 ) -> ValueDiff:
-    """Compare two tensors' bytes (see the module docstring for the rules)."""
+    """Compare two tensors' values (see the module docstring for the rules and the verdict)."""
     if ta.shape != tb.shape:
         return ValueDiff(ta.name, False, reason="shapes differ")
     n = ta.nelements
@@ -272,7 +364,9 @@ def compare_values(
         cmp.add(xa, xb)
         if bar is not None:
             bar.update(xa.size * ta.dtype.bits // 8)
-    return ValueDiff(ta.name, True, n, cmp.differing, cmp.max_abs if n else None, cmp.cosine.value())
+    decoded = isinstance(ta, GGUFTensor) or isinstance(tb, GGUFTensor)
+    return ValueDiff(ta.name, True, n, cmp.differing, cmp.max_abs if n else None, cmp.cosine.value(),
+                     verdict=_tensor_verdict(cmp.differing, cmp.bit_equal, decoded, cmp.tolerant))
 
 
 def tensor_value_diff(
@@ -323,26 +417,38 @@ def diff_files(
     rtol: float | None = None,
     atol: float | None = None,
     progress: Progress = no_progress,
+    *,
+    structure_only: bool = False,
+    visit: tuple[Visit, Visit] | None = None,
 ) -> DiffResult:
-    """Compare two checkpoints.  ``same`` is False on any structural, metadata or value difference.
+    """Compare two checkpoints; the result says what was compared and the verdict (see the
+    module docstring).
 
-    ``values`` streams both to compare tensor values; a tolerance (``rtol``/``atol``) implies it.
-    Either may be a GGUF file (see the module docstring): the result is a :class:`GGUFDiffResult`.
+    By default two local checkpoints have their tensor bytes compared and a URL input only its
+    structure; ``values`` streams both to compare tensor values (a tolerance, ``rtol``/``atol``,
+    implies it); ``structure_only`` reads no tensor byte.  ``visit`` (with ``values``): a
+    callable per side, given every tensor of that side and its bytes (held in memory when read
+    over the network) in the one pass that compares them.  Either checkpoint may be a GGUF
+    file (see the module docstring): the result is a :class:`GGUFDiffResult`.
     """
     _check_tolerance("rtol", rtol)
     _check_tolerance("atol", atol)
     values = values or rtol is not None or atol is not None
+    if structure_only and values:
+        raise ValueError("structure_only compares no values: it cannot go with values, rtol or atol")
+    if visit is not None and not values:
+        raise ValueError("visit needs values=True: only a values diff reads every tensor")
     if not isinstance(a, (Checkpoint, GGUFCheckpoint)):
         with open_checkpoint(a, gguf=True) as opened:
-            return diff_files(opened, b, values, rtol, atol, progress)
+            return diff_files(opened, b, values, rtol, atol, progress, structure_only=structure_only, visit=visit)
     if not isinstance(b, (Checkpoint, GGUFCheckpoint)):
         with open_checkpoint(b, gguf=True) as opened:
-            return diff_files(a, opened, values, rtol, atol, progress)
+            return diff_files(a, opened, values, rtol, atol, progress, structure_only=structure_only, visit=visit)
     if isinstance(a, GGUFCheckpoint) or isinstance(b, GGUFCheckpoint):
-        return _diff_gguf(a, b, values, rtol, atol, progress)
-    ta = {t.name: t for t in a.tensors}
-    tb = {t.name: t for t in b.tensors}
-    r = DiffResult(a.path, b.path, True, rtol=rtol, atol=atol)
+        return _diff_gguf(a, b, _mode(a, b, values, structure_only), values, rtol, atol, progress, visit)
+    sa, sb = _Stream.of(a), _Stream.of(b)
+    ta, tb = sa.infos, sb.infos
+    r = DiffResult(a.path, b.path, None, rtol=rtol, atol=atol)
     r.tensors_added = [_desc(tb[n]) for n in sorted(set(tb) - set(ta))]
     r.tensors_removed = [_desc(ta[n]) for n in sorted(set(ta) - set(tb))]
     common = sorted(set(ta) & set(tb))
@@ -352,19 +458,168 @@ def diff_files(
                                      ("nbytes", x.nbytes, y.nbytes)) if u != v]
         if changes:
             r.tensors_changed.append(TensorChange(name, _desc(x), _desc(y), changes))
-    r.tensors_unchanged = len(common) - len(r.tensors_changed)
     ma, mb = a.metadata or {}, b.metadata or {}
     r.metadata_added = {k: mb[k] for k in sorted(set(mb) - set(ma))}
     r.metadata_removed = {k: ma[k] for k in sorted(set(ma) - set(mb))}
     r.metadata_changed = {k: {"a": ma[k], "b": mb[k]} for k in sorted(set(ma) & set(mb)) if ma[k] != mb[k]}
-    if values:
-        # In a's file order, so remote inputs read ahead; reported by name.
-        order = [t.name for t in a.tensors if t.name in tb]
-        with progress(sum(ta[n].nbytes for n in order), "comparing") as bar:
-            diffs = [compare_values(xa, da, xb, db, rtol, atol, bar)
-                     for (xa, da), (xb, db) in zip(a.stream(order), b.stream(order))]
-        r.values = sorted(diffs, key=lambda v: v.name)
+    _compare_tensors(r, sa, sb, _mode(a, b, values, structure_only), values, progress, visit)
     return _concluded(r)
+
+
+def _mode(a: AnyCheckpoint, b: AnyCheckpoint, values: bool, structure_only: bool) -> str:
+    """What a diff compares: values when asked; else the bytes of two local checkpoints (their
+    values, exactly, for a GGUF against a safetensors checkpoint: their bytes cannot match);
+    else (a URL, or ``structure_only``) the structure alone."""
+    if values:
+        return VALUES
+    if structure_only or not (a.local and b.local):
+        return STRUCTURE
+    return VALUES if isinstance(a, GGUFCheckpoint) != isinstance(b, GGUFCheckpoint) else BYTES
+
+
+class _Stored:
+    """A GGUF tensor's stored (quantized) bytes, read as they are sliced."""
+
+    def __init__(self, ckpt: GGUFCheckpoint, name: str) -> None:
+        self.ckpt, self.name, self.length = ckpt, name, ckpt.info(name).nbytes
+
+    def __len__(self) -> int:
+        return self.length
+
+    def __getitem__(self, key: slice) -> Any:
+        start, stop, _ = key.indices(self.length)
+        return self.ckpt.file.stored(self.name, start, stop)
+
+
+@dataclass
+class _Stream:
+    """One side of a diff as the comparison reads it, by the names the diff shows (``key``)."""
+
+    ckpt: AnyCheckpoint
+    order: list[str]  # every key, in file order
+    own: dict[str, str] | None = None  # key -> the checkpoint's name (None: the same)
+    heads: dict[str, int] = field(default_factory=dict)  # GGUF name -> heads to un-permute with
+    infos: dict[str, TensorInfo] = field(default_factory=dict)  # a Checkpoint's tensors, in file order
+    file_of: dict[str, int] = field(default_factory=dict)  # a Checkpoint's tensor -> its file's position
+
+    @classmethod
+    def of(cls, ckpt: Checkpoint) -> _Stream:
+        infos: dict[str, TensorInfo] = {}
+        file_of: dict[str, int] = {}
+        for i in range(len(ckpt.files)):
+            for t in ckpt.tensors_in(i):
+                infos[t.name] = t
+                file_of[t.name] = i
+        return cls(ckpt, list(infos), infos=infos, file_of=file_of)
+
+    def region_view(self) -> RegionView | None:
+        """``view(file, offset, length)`` over a local Checkpoint's mapped data regions, or None."""
+        if not isinstance(self.ckpt, Checkpoint) or not self.ckpt.local:
+            return None
+        regions = self.ckpt.data_regions()
+        if not all(capabilities(f.source).view for f, _, _ in regions):
+            return None
+        views = [(cast(ViewSource, f.source), start) for f, start, _ in regions]
+        return lambda i, offset, length: views[i][0].view(views[i][1] + offset, length)
+
+    def name(self, key: str) -> str:
+        return self.own[key] if self.own is not None else key
+
+    def items(self, keys: list[str]) -> Iterator[Item]:
+        """``(key, tensor, values)`` for each key, in the order given, read ahead over the network."""
+        names = [self.name(k) for k in keys]
+        if isinstance(self.ckpt, GGUFCheckpoint):
+            pairs: Iterator[tuple[ValueTensor, TensorBytes]] = iter(self.ckpt.stream(names, self.heads))
+        else:
+            pairs = iter(self.ckpt.stream(names))
+        return ((k, t, d) for k, (t, d) in zip(keys, pairs))
+
+    def values(self, key: str) -> TensorBytes:
+        """One tensor's values (a GGUF's dequantized, in Hugging Face row order when mapped)."""
+        if isinstance(self.ckpt, GGUFCheckpoint):
+            return self.ckpt.data(self.name(key), self.heads.get(self.name(key)))
+        return self.ckpt.data(key)
+
+    def stored(self, key: str) -> TensorBytes | None:
+        """One tensor's bytes as stored; None for a GGUF tensor of a type this version does not
+        know (where its bytes end is unknown)."""
+        if isinstance(self.ckpt, GGUFCheckpoint):
+            t = self.ckpt.info(self.name(key))
+            return None if t.type.startswith("unknown") else _Stored(self.ckpt, t.name)
+        return self.ckpt.data(key)
+
+    def nbytes(self, key: str) -> int:
+        t = self.ckpt.info(self.name(key))
+        return int(t.dtype.nbytes(t.nelements))
+
+
+def _compare_tensors(r: DiffResult, sa: _Stream, sb: _Stream, mode: str, metrics: bool, progress: Progress,
+                     visit: tuple[Visit, Visit] | None) -> None:
+    """Fill ``r.compared``, ``r.tensors_same_structure``, ``r.tensor_verdicts`` and, with
+    ``metrics`` (a values diff asked for), ``r.values``: every tensor both hold compared, with
+    its differing count, largest difference and cosine similarity."""
+    r.compared = mode
+    changed = {c.name for c in r.tensors_changed}
+    in_b = set(sb.order)
+    same = [k for k in sa.order if k in in_b and k not in changed]  # a's file order
+    r.tensors_same_structure = len(same)
+    verdicts: dict[str, str] = {}
+    if mode == STRUCTURE:
+        verdicts = dict.fromkeys(same, VALUES_NOT_COMPARED)
+    elif not metrics:  # equal or not, stopping at the first chunk that differs
+        verdicts = _compare_bytes(sa, sb, same, mode, progress)
+    else:
+        common = [k for k in sa.order if k in in_b]
+        in_both = set(common)
+        keys_a = sa.order if visit is not None else common
+        keys_b = sb.order if visit is not None else [k for k in sb.order if k in in_both]
+        diffs: list[ValueDiff] = []
+        total = 0 if visit is not None else sum(sa.nbytes(k) for k in common)
+        with progress(total, "comparing") as bar:
+
+            def on_pair(key: str, ta: ValueTensor, da: TensorBytes, tb: ValueTensor, db: TensorBytes) -> None:
+                v = compare_values(ta, da, tb, db, r.rtol, r.atol, bar if visit is None else None)
+                diffs.append(dataclasses.replace(v, name=key) if v.name != key else v)
+
+            visit_a, visit_b = visit or (None, None)
+            stream_pair(sa.items(keys_a), sb.items(keys_b), set(keys_a), set(keys_b), sb.values, on_pair,
+                        visit_a, visit_b, keep=hold if visit is not None else _as_is, b_mapped=sb.ckpt.local)
+        r.values = sorted(diffs, key=lambda v: v.name)
+        in_same = set(same)
+        verdicts = {v.name: v.verdict for v in r.values if v.name in in_same}
+    r.tensor_verdicts = dict(sorted(verdicts.items()))
+
+
+def _as_is(data: TensorBytes) -> TensorBytes:
+    return data
+
+
+def _compare_bytes(sa: _Stream, sb: _Stream, keys: list[str], mode: str, progress: Progress) -> dict[str, str]:
+    """Each key's verdict from its bytes as stored (``mode`` BYTES) or its values' bytes (VALUES:
+    a GGUF against a safetensors checkpoint), compared in chunks up to the first that differs;
+    two mapped safetensors checkpoints in runs of back-to-back tensors (:func:`differing_spans`)."""
+    view_a, view_b = sa.region_view(), sb.region_view()
+    if mode == BYTES and view_a is not None and view_b is not None:
+        spans = []
+        for k in keys:
+            x, y = sa.infos[k], sb.infos[k]
+            spans.append(Span(k, sa.file_of[k], x.begin, sb.file_of[k], y.begin, x.nbytes))
+        with progress(sum(s.length for s in spans), "comparing") as bar:
+            differ = differing_spans(spans, view_a, view_b, BYTE_CHUNK, bar)
+        return {k: VALUES_DIFFER if k in differ else IDENTICAL for k in keys}
+    verdicts: dict[str, str] = {}
+    pairs: list[tuple[str, TensorBytes, TensorBytes]] = []
+    for k in keys:
+        da, db = (sa.stored(k), sb.stored(k)) if mode == BYTES else (sa.values(k), sb.values(k))
+        if da is None or db is None:
+            verdicts[k] = VALUES_NOT_COMPARED  # a GGUF type whose bytes cannot be told apart
+        else:
+            pairs.append((k, da, db))
+    equal = IDENTICAL if mode == BYTES else VALUES_EQUAL
+    with progress(sum(len(da) for _, da, _ in pairs), "comparing") as bar:
+        for k, da, db in pairs:
+            verdicts[k] = equal if equal_bytes(da, db, BYTE_CHUNK, bar) else VALUES_DIFFER
+    return verdicts
 
 
 # --- with a GGUF side ----------------------------------------------------------------------
@@ -432,9 +687,9 @@ def _typed_metadata(ckpt: GGUFCheckpoint) -> dict[str, tuple[str, str]]:
     return {k: (f.type_name, metadata_string(f.type, f.value)) for k, f in ckpt.header.fields.items()}
 
 
-def _diff_gguf(a: AnyCheckpoint, b: AnyCheckpoint, values: bool, rtol: float | None, atol: float | None,
-               progress: Progress) -> GGUFDiffResult:
-    r = GGUFDiffResult(a.path, b.path, True, rtol=rtol, atol=atol,
+def _diff_gguf(a: AnyCheckpoint, b: AnyCheckpoint, mode: str, values: bool, rtol: float | None, atol: float | None,
+               progress: Progress, visit: tuple[Visit, Visit] | None) -> GGUFDiffResult:
+    r = GGUFDiffResult(a.path, b.path, None, rtol=rtol, atol=atol,
                        formats=[c.format if isinstance(c, GGUFCheckpoint) else "safetensors" for c in (a, b)])
     sa, sb, r.unmapped = _sides(a, b)
     for side in (sa, sb):
@@ -453,7 +708,6 @@ def _diff_gguf(a: AnyCheckpoint, b: AnyCheckpoint, values: bool, rtol: float | N
         changes = [k for k in ("dtype", "shape", "nbytes") if getattr(x, k) != getattr(y, k)]
         if changes:
             r.tensors_changed.append(TensorChange(name, x, y, changes))
-    r.tensors_unchanged = len(common) - len(r.tensors_changed)
     if isinstance(a, GGUFCheckpoint) and isinstance(b, GGUFCheckpoint):
         ma, mb = _typed_metadata(a), _typed_metadata(b)
         r.metadata_added = {k: mb[k][1] for k in sorted(set(mb) - set(ma))}
@@ -464,14 +718,9 @@ def _diff_gguf(a: AnyCheckpoint, b: AnyCheckpoint, values: bool, rtol: float | N
                 r.metadata_changed[k] = {"a": va, "b": vb} if ta == tb else {"a": f"{va} ({ta})", "b": f"{vb} ({tb})"}
     else:
         r.metadata_compared = False
-    if values:
-        order = [n for n in da if n in db]  # a's file order, so remote inputs read ahead
-        total = 0
-        for n in order:
-            t = a.info(sa.own[n])
-            total += t.dtype.nbytes(t.nelements)
-        with progress(total, "comparing") as bar:
-            diffs = [dataclasses.replace(compare_values(ta, xa, tb, xb, rtol, atol, bar), name=name)
-                     for name, (ta, xa), (tb, xb) in zip(order, sa.values(order), sb.values(order))]
-        r.values = sorted(diffs, key=lambda v: v.name)
+    _compare_tensors(r, _side_stream(sa), _side_stream(sb), mode, values, progress, visit)
     return _concluded(r)
+
+
+def _side_stream(side: _Side) -> _Stream:
+    return _Stream(side.ckpt, list(side.own), side.own, side.heads)

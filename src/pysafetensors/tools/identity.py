@@ -1,5 +1,11 @@
 """Identity of a checkpoint: weight-inspect's structural ID, the content hash, per-tensor hashes.
 
+Each hash is named for what it hashes (the ``Identity`` fields, the ``--json`` keys and the
+text labels): ``structure_sha256`` covers names, dtypes, shapes, byte lengths and metadata,
+never a tensor value (two checkpoints with different weights share it); ``content_sha256``
+covers the tensor data (not the header, so it is not the file's ``sha256sum``); each tensor's
+``content_sha256`` its own bytes.
+
 The canonical form hashed (sha256, lowercase hex) is the compact JSON (no spaces, non-ASCII
 written raw, UTF-8) of::
 
@@ -47,16 +53,16 @@ HASH_CHUNK = 16 << 20
 @dataclass
 class TensorHash(JsonResult):
     name: str
-    sha256: str  # 0x + sha256 of the tensor's bytes as stored (little-endian, packed)
+    content_sha256: str  # 0x + sha256 of the tensor's bytes as stored (little-endian, packed)
 
 
 @dataclass
 class Identity(JsonResult):
     path: str
-    id: str  # the short form
-    sha256: str  # the full structural hash
+    id: str  # the short form of the structural ID
+    structure_sha256: str  # the full structural hash: names, dtypes, shapes, byte lengths, metadata; no value
     canonical: str | None = None  # the hashed JSON, when asked for
-    content_sha256: str | None = None  # 0x..., when asked for
+    content_sha256: str | None = None  # 0x + sha256 of the tensor data (every byte after the header), when asked for
     tensors: list[TensorHash] | None = None  # sorted by name, when asked for
 
 

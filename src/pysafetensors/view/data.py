@@ -3,25 +3,28 @@
 :class:`ViewSession` holds the inputs named on the command line, opened once
 (:func:`~pysafetensors.tools.checkpoint.open_checkpoint`), and answers the page:
 
-* :meth:`ViewSession.document`: the checkpoint document, built from the headers alone (no tensor
-  byte is read): per input the ``inspect`` summary (:func:`~pysafetensors.tools.summary.summarize`),
+* :meth:`ViewSession.document`: the checkpoint document, built from the headers (and, for a
+  diff of two local inputs, their tensor bytes): per input the ``inspect`` summary (:func:`~pysafetensors.tools.summary.summarize`),
   the metadata, the ModelSpec entries and a validated thumbnail, the tensor list as columns (one
   array per field, so a 100,000-tensor header stays a few compact arrays), and the dotted tree
   (:func:`~pysafetensors.tools.tree.prefix_groups`, the grouping ``inspect --tree`` uses) as
   flat arrays too: ``nodes`` in depth-first order (a tensor as its index in the columns, group
   ``g`` as ``-1 - g``) and per group its ``label``, ``params``, ``tensors``, ``bytes`` and
   ``end`` (where its subtree ends in ``nodes``); for two inputs, the ``diff`` result
-  (:func:`~pysafetensors.tools.diff.diff_files`).  An exported report with stats also carries
-  every tensor's stats and histogram (one streamed pass per input) and, for two inputs, the
-  ``diff --values`` numbers.
+  (:func:`~pysafetensors.tools.diff.diff_files`, as the ``diff`` command computes it: tensor
+  bytes compared for two local inputs, the structure only for a URL; the page shows its
+  verdicts as they are).  An exported report with stats also carries every tensor's stats and
+  histogram and, for two inputs, the ``diff --values`` numbers and verdicts, from one streamed
+  pass per input.
 * :meth:`ViewSession.values`: one tensor's stats, histogram and (two or more dimensions) heatmap.
 * :meth:`ViewSession.value_diff`: one tensor's ``diff --values`` numbers and the histogram of
   its differences.
 
 Only tensor *names* and input *numbers* reach these methods, never a path: nothing but the
 inputs given to the session can be read.  A tensor read over the network (no memory map) is
-fetched once and held in memory while its numbers are computed, up to :data:`HOLD_CAP` bytes, so
-the stats, histogram and heatmap of a remote tensor cost one read of that tensor's bytes.
+fetched once and held in memory while its numbers are computed, up to
+:data:`~pysafetensors.tools.pairing.HOLD_CAP` bytes (:func:`~pysafetensors.tools.pairing.hold`),
+so the stats, histogram and heatmap of a remote tensor cost one read of that tensor's bytes.
 
 A GGUF file (llama.cpp's format) opens as a :class:`GGUFCheckpoint` and is shown the same way:
 its ``inspect`` summary (:class:`~pysafetensors.tools.summary.GGUFSummary`: version, alignment,
@@ -45,23 +48,22 @@ import dataclasses
 import json
 import re
 import threading
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from ..errors import GGUFUnsupported
-from ..gguf.reader import DecodedBytes
 from ..tools import Progress, no_progress, to_jsonable
 from ..tools.checkpoint import (
     AnyCheckpoint,
     GGUFCheckpoint,
     GGUFTensor,
-    RangedBytes,
     TensorAccess,
     TensorBytes,
     ValueTensor,
     open_checkpoint,
 )
-from ..tools.diff import ValueDiff, compare_values, diff_files, shown_names, tensor_value_diff, value_pair
+from ..tools.diff import diff_files, shown_names, tensor_value_diff, value_pair
+from ..tools.pairing import HOLD_CAP, hold
 from ..tools.stats import stats_of, tensor_stats
 from ..tools.summary import (
     MODELSPEC_PREFIX,
@@ -75,9 +77,6 @@ from ..tools.summary import (
 from ..tools.tree import prefix_groups
 from ..tools.values import difference_histogram, heatmap, histogram
 
-# A tensor without a memory map (HTTP, fsspec) up to this size is read once and held while its
-# numbers are computed; a larger one is streamed by each computation in turn.
-HOLD_CAP = 256 << 20
 # Heatmap cells per side on the page: the finest the tools give (a matrix up to 512 x 512 is shown whole).
 PAGE_HEATMAP_CELLS = 512
 HISTOGRAM_BINS = 64
@@ -152,19 +151,6 @@ class _Held:
 
     def data(self, name: str) -> TensorBytes:
         return self._data
-
-
-def hold(data: TensorBytes) -> TensorBytes:
-    """``data``, read into memory once when it comes over the network (no memory map) and is at
-    most HOLD_CAP bytes, so several computations share one read; a view is returned as it is.
-    A GGUF tensor keeps its stored (quantized) bytes and decodes them as each computation asks."""
-    if isinstance(data, RangedBytes) and len(data) <= HOLD_CAP:
-        return data[0 : len(data)]
-    if isinstance(data, DecodedBytes) and data.stored is None and not data.file.views:
-        stored = data.info.nbytes
-        if stored is not None and stored <= HOLD_CAP:
-            data.stored = data.file.stored(data.info.name)  # a fresh DecodedBytes: ours to fill
-    return data
 
 
 def held(ckpt: AnyCheckpoint, name: str) -> TensorAccess:
@@ -290,64 +276,18 @@ def stream_values(ckpt: AnyCheckpoint, progress: Progress = no_progress) -> list
         return [_stats_entry(info, hold(data), bar) for info, data in ckpt.stream([t.name for t in tensors])]
 
 
-def stream_pair(a: AnyCheckpoint, b: AnyCheckpoint, progress: Progress = no_progress
-                ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[ValueDiff]]:
-    """Both inputs' stats and histograms (each in its file order, as :func:`stream_values`) and
-    the value comparison of every tensor both hold (``diff --values``: the same
-    :func:`~pysafetensors.tools.diff.compare_values`, sorted by name), streaming each input once.
-
-    Each input is streamed in its own file order, so a remote one is read in runs that never
-    cover a byte twice; ``b`` is taken as far as the partner of ``a``'s current tensor.  A
-    tensor of ``b`` that comes before its partner in ``a`` waits, held (:func:`hold`), until
-    ``a`` reaches it: nothing waits when both files keep their shared tensors in the same order
-    (the writer's order); held bytes beyond HOLD_CAP in all are let go and read again for the
-    comparison.  For two checkpoints the diff compares under their own names (not a GGUF mapped
-    to Hugging Face names).
-    """
-    a_tensors: list[ValueTensor] = list(a.tensors)
-    b_tensors: list[ValueTensor] = list(b.tensors)
-    in_a = {t.name for t in a_tensors}
-    b_index = {t.name: i for i, t in enumerate(b_tensors)}
+def _diff_with_stats(a: AnyCheckpoint, b: AnyCheckpoint, progress: Progress
+                     ) -> tuple[Any, list[dict[str, Any]], list[dict[str, Any]]]:
+    """``diff --values`` of the two inputs and each input's stats and histograms (in its file
+    order, as :func:`stream_values`), from one pass over each input
+    (:func:`~pysafetensors.tools.diff.diff_files` with ``visit``)."""
     stats_a: list[dict[str, Any]] = []
-    stats_b: list[dict[str, Any]] = [{} for _ in b_tensors]
-    diffs: list[ValueDiff] = []
-    # b's tensors read before their partner in a: (info, bytes or None when let go, bytes held)
-    waiting: dict[str, tuple[ValueTensor, TensorBytes | None, int]] = {}
-    waiting_bytes = 0
-    total = sum(_values_nbytes(t) for t in a_tensors) + sum(_values_nbytes(t) for t in b_tensors)
+    stats_b: list[dict[str, Any]] = []
+    total = sum(_values_nbytes(t) for t in a.tensors) + sum(_values_nbytes(t) for t in b.tensors)
     with progress(total, "stats") as bar:
-        from_a: Iterator[tuple[ValueTensor, TensorBytes]] = iter(a.stream([t.name for t in a_tensors]))
-        from_b: Iterator[tuple[ValueTensor, TensorBytes]] = iter(b.stream([t.name for t in b_tensors]))
-
-        def seen_b(item: tuple[ValueTensor, TensorBytes]) -> tuple[ValueTensor, TensorBytes, int]:
-            """``b``'s next tensor held, its stats taken, and the memory it holds while it waits
-            (none for a view of a mapped local file)."""
-            tb, db = item[0], hold(item[1])
-            stats_b[b_index[tb.name]] = _stats_entry(tb, db, bar)
-            return tb, db, 0 if b.local and isinstance(item[1], memoryview) else len(db)
-
-        for ta, da in from_a:
-            da = hold(da)
-            stats_a.append(_stats_entry(ta, da, bar))
-            if ta.name not in b_index:
-                continue
-            if ta.name in waiting:
-                tb, db_waiting, cost = waiting.pop(ta.name)
-                waiting_bytes -= cost
-                # Let go for want of room: read again (the one case where b's bytes are read twice).
-                db = db_waiting if db_waiting is not None else hold(b.data(tb.name))
-            else:
-                tb, db, cost = seen_b(next(from_b))
-                while tb.name != ta.name:
-                    if tb.name in in_a:  # its partner in a is still to come
-                        keep = waiting_bytes + cost <= HOLD_CAP
-                        waiting[tb.name] = (tb, db, cost) if keep else (tb, None, 0)
-                        waiting_bytes += cost if keep else 0
-                    tb, db, cost = seen_b(next(from_b))
-            diffs.append(compare_values(ta, da, tb, db))
-        for item in from_b:  # b's own tensors after the last shared one
-            seen_b(item)
-    return stats_a, stats_b, sorted(diffs, key=lambda v: v.name)
+        result = diff_files(a, b, values=True, visit=(lambda t, d: stats_a.append(_stats_entry(t, d, bar)),
+                                                      lambda t, d: stats_b.append(_stats_entry(t, d, bar))))
+    return result, stats_a, stats_b
 
 
 def _short_diff(diff: dict[str, Any]) -> dict[str, Any]:
@@ -406,11 +346,8 @@ class ViewSession:
             a, b = self.inputs
             names = _diff_names(a, b)
             if with_stats and names == [None, None]:
-                # The structure and metadata need no tensor byte; the values come from the one
-                # pass over each input that also gives the stats.
-                result = diff_files(a, b, progress=progress)
-                stats[0], stats[1], result.values = stream_pair(a, b, progress)
-                result.same = result.same and not any(v.differing or not v.compared for v in result.values)
+                # The values come from the one pass over each input that also gives the stats.
+                result, stats[0], stats[1] = _diff_with_stats(a, b, progress)
             else:
                 # A GGUF compared under Hugging Face names: its q/k rows are put back for the
                 # comparison (diff_files streams both), and the stats below read it once more.
@@ -423,10 +360,11 @@ class ViewSession:
                 doc["stats"] = stats[i] if stats[i] is not None else stream_values(ckpt, progress)
         return {"version": 1, "live": live, "inputs": inputs, "diff": diff}
 
-    def document_json(self) -> bytes:
-        """The live page's document as UTF-8 JSON, built on first use and kept."""
+    def document_json(self, progress: Progress = no_progress) -> bytes:
+        """The live page's document as UTF-8 JSON, built on first use and kept (for two local
+        inputs that compares their tensor bytes, as ``diff`` does: ``progress`` reports it)."""
         if self._json is None:
-            doc = self.document(live=True)
+            doc = self.document(progress=progress, live=True)
             self._json = json.dumps(doc, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode("utf-8")
         return self._json
 
@@ -472,6 +410,5 @@ class ViewSession:
         self.close()
 
 
-__all__ = ["HOLD_CAP", "ViewSession", "gguf_document", "hold", "input_document", "js_safe", "stream_pair", "stream_values",
-           "thumbnail",
+__all__ = ["HOLD_CAP", "ViewSession", "gguf_document", "hold", "input_document", "js_safe", "stream_values", "thumbnail",
            "tree_columns"]

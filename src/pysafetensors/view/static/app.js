@@ -58,13 +58,22 @@ function fmtInt(n) {
   if (typeof n === "string") return n.replace(/\B(?=(\d{3})+(?!\d))/g, ","); // exact big integers
   return Number(n).toLocaleString("en-US");
 }
+// Sizes in decimal SI units with one decimal (90.9 MB, 11.4 kB; under 1,000: 999 B): the smallest
+// unit whose value, rounded half up in integer arithmetic, stays under 1,000.0. The same text as
+// the CLI's fmt_size (pysafetensors.cli._common), byte for byte.
+const SIZE_UNITS = [["kB", 1e3], ["MB", 1e6], ["GB", 1e9], ["TB", 1e12], ["PB", 1e15]];
 function fmtBytes(n) {
   if (n === null || n === undefined) return "";
-  const units = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
-  let v = Number(n), u = 0;
-  while (v >= 1024 && u < units.length - 1) { v /= 1024; u++; }
-  return (u === 0 ? String(v) : v.toFixed(v >= 100 ? 0 : v >= 10 ? 1 : 2)) + " " + units[u];
+  const v = Number(n);
+  if (v < 1000) return v + " B";
+  for (let i = 0; i < SIZE_UNITS.length; i++) {
+    const [unit, scale] = SIZE_UNITS[i];
+    const tenths = Math.floor((v * 10 + scale / 2) / scale);
+    if (tenths < 10000 || i === SIZE_UNITS.length - 1) return Math.floor(tenths / 10) + "." + (tenths % 10) + " " + unit;
+  }
+  return v + " B";
 }
+function plural(n, word) { return fmtInt(n) + " " + word + (Number(n) === 1 ? "" : "s"); } // "1 tensor", "3 tensors"
 function fmtNum(x) {
   if (x === null || x === undefined) return "—";
   if (typeof x === "string") return x; // "inf", "-inf", "nan", exact big integers
@@ -329,11 +338,11 @@ function fillTree(list, inp, status, keep) {
   if (match) { // filtering: the matching tensors by full name
     const hits = [];
     for (let i = 0; i < names.length; i++) if (match(names[i])) hits.push(i);
-    status.textContent = fmtInt(hits.length) + " of " + fmtInt(names.length) + " tensors";
+    status.textContent = fmtInt(hits.length) + " of " + plural(names.length, "tensor");
     list.set(hits.length, (k) => tensorLine(inp, hits[k], names[hits[k]], 0), keep);
     return;
   }
-  status.textContent = fmtInt(names.length) + " tensors";
+  status.textContent = plural(names.length, "tensor");
   const tree = inp.tree, nodes = visibleNodes(tree);
   list.set(nodes.length, (k) => {
     const [n, depth, where] = nodes[k];
@@ -342,7 +351,7 @@ function fillTree(list, inp, status, keep) {
     const open = state.expanded.has(path);
     const row = el("div", { class: "row group", "data-path": path },
       el("span", { class: "name" }, el("span", { class: "twisty" }, open ? "▾" : "▸"), label === "" ? '""' : label),
-      el("span", { class: "cell w1" }, ""), el("span", { class: "cell w2" }, fmtInt(count) + (count === 1 ? " tensor" : " tensors")),
+      el("span", { class: "cell w1" }, ""), el("span", { class: "cell w2" }, plural(count, "tensor")),
       el("span", { class: "cell w3" }, fmtInt(params)));
     row.style.paddingLeft = 8 + depth * 16 + "px";
     row.addEventListener("click", () => {
@@ -411,7 +420,7 @@ function fillTable(list, inp, status) {
   const names = inp.tensors.name;
   const order = sortedOrder(inp);
   const hits = match ? order.filter((i) => match(names[i])) : order;
-  status.textContent = fmtInt(hits.length) + " of " + fmtInt(names.length) + " tensors";
+  status.textContent = fmtInt(hits.length) + " of " + plural(names.length, "tensor");
   list.set(hits.length, (k) => {
     const r = tensorRow(inp, hits[k]);
     const row = el("div", { class: "row" + (r.index === state.selected ? " selected" : ""), "data-tensor": r.name },
@@ -569,7 +578,14 @@ function drawHeatmap(canvas, h) {
 }
 
 // ---- diff: the diff command's result; value differences on demand ----------------------------------
-function diffEntries() { // every tensor of A or B with its kind from the diff result, by name
+// The verdicts (d.compared, d.verdict, d.tensor_verdicts, d.verdict_counts) are the diff command's,
+// computed once by pysafetensors.tools.diff: the page prints them as they are and never a stronger word.
+const EQUAL_VERDICTS = new Set(["identical", "values equal"]); // what "hide equal tensors" hides
+const KIND_TEXT = new Map([["+", "added"], ["-", "removed"], ["~", "changed"]]);
+const VERDICT_CLASS = new Map([["values differ", "changed"], ["within tolerance", "changed"],
+  ["values not compared", "unchecked"], ["identical", "muted"], ["values equal", "muted"]]);
+const COMPARED_TEXT = new Map([["structure", "structure only"], ["bytes", "tensor bytes"], ["values", "tensor values"]]);
+function diffEntries() { // every tensor of A or B with its kind and verdict from the diff result, by name
   const d = state.data.diff;
   if (d._entries) return d._entries;
   const kind = new Map();
@@ -578,36 +594,44 @@ function diffEntries() { // every tensor of A or B with its kind from the diff r
   for (const c of d.tensors_changed) kind.set(c.name, "~");
   const values = new Map();
   for (const v of d.values || []) values.set(v.name, v);
+  const verdicts = new Map(Object.entries(d.tensor_verdicts));
   const [a, b] = state.data.inputs;
   const shown = d.names || [null, null]; // a GGUF's names as the diff shows them (mapped to Hugging Face names)
   const namesA = shown[0] || a.tensors.name;
   const names = namesA.concat(d.tensors_added.map((t) => t.name));
   const entries = names.map((name) => {
-    let k = kind.get(name) || "=";
-    const v = values.get(name);
-    if (k === "=" && v && (v.differing || !v.compared)) k = "≠";
-    return { name, kind: k, value: v || null };
+    const k = kind.get(name) || "=";
+    const label = k === "=" ? verdicts.get(name) : KIND_TEXT.get(k);
+    return { name, kind: k, label, value: values.get(name) || null };
   });
   d._entries = entries; d._values = values;
   const byName = (inp, list) => { if (!list) return indexOf(inp); const m = new Map(); list.forEach((n, i) => m.set(n, i)); return m; };
   d._inA = byName(a, shown[0]); d._inB = byName(b, shown[1]);
   return entries;
 }
-const KIND_TEXT = new Map([["+", "added"], ["-", "removed"], ["~", "changed"], ["≠", "values differ"], ["=", "unchanged"]]);
 function renderDiff(view) {
   const d = state.data.diff;
   const entries = diffEntries();
+  const slug = (text) => text.replace(/[^a-z]+/g, "-");
   const cards = el("div", { class: "cards" },
     card("Added", fmtInt(d.tensors_added.length), "diff-added"), card("Removed", fmtInt(d.tensors_removed.length), "diff-removed"),
-    card("Changed", fmtInt(d.tensors_changed.length), "diff-changed"), card("Unchanged", fmtInt(d.tensors_unchanged), "diff-unchanged"),
-    card("Metadata", Object.keys(d.metadata_added).length + " added, " + Object.keys(d.metadata_removed).length + " removed, "
-      + Object.keys(d.metadata_changed).length + " changed", "diff-metadata-count"),
-    card("Result", d.same ? "identical" : "different", "diff-result"));
+    card("Changed", fmtInt(d.tensors_changed.length), "diff-changed"));
+  for (const [verdict, n] of Object.entries(d.verdict_counts)) {
+    cards.append(card(verdict[0].toUpperCase() + verdict.slice(1), fmtInt(n), "diff-" + slug(verdict)));
+  }
+  cards.append(card("Metadata", d.metadata_compared === false ? "not compared" : Object.keys(d.metadata_added).length + " added, "
+      + Object.keys(d.metadata_removed).length + " removed, " + Object.keys(d.metadata_changed).length + " changed", "diff-metadata-count"),
+    card("Compared", COMPARED_TEXT.get(d.compared) || d.compared, "diff-compared"),
+    card("Result", d.verdict, "diff-result"));
   if (d.values) {
-    const differing = d.values.filter((v) => v.differing || !v.compared).length;
+    const differing = d.values.filter((v) => v.verdict === "values differ" || !v.compared).length;
     cards.append(card("Values", fmtInt(differing) + " of " + fmtInt(d.values.length) + " differ", "diff-values"));
   }
   view.append(cards);
+  if (d.compared === "structure") {
+    view.append(el("p", { class: "muted", id: "diff-not-compared" }, "Tensor values were not compared (an input is a URL): "
+      + "click a tensor to compare its values, or run pysafetensors diff --values."));
+  }
   view.append(el("p", { class: "muted" }, "A: " + d.a + "   B: " + d.b));
   const meta = el("table", { class: "grid", id: "diff-metadata" }, el("tr", {}, el("th", {}, ""), el("th", {}, "key"), el("th", {}, "A"), el("th", {}, "B")));
   const keys = (o) => Object.keys(o).sort();
@@ -617,9 +641,9 @@ function renderDiff(view) {
   const nMeta = meta.rows.length - 1;
   view.append(el("h2", {}, "Metadata changes (" + nMeta + ")"), nMeta ? meta : el("p", { class: "muted" }, "None."));
 
-  const changes = entries.filter((e) => e.kind !== "=");
+  const changes = entries.filter((e) => !EQUAL_VERDICTS.has(e.label));
   if (state.diffFilter === null) state.diffFilter = changes.length ? "changes" : "all";
-  const select = el("select", { id: "diff-filter" }, el("option", { value: "changes", selected: state.diffFilter === "changes" }, "changes only"),
+  const select = el("select", { id: "diff-filter" }, el("option", { value: "changes", selected: state.diffFilter === "changes" }, "hide equal tensors"),
     el("option", { value: "all", selected: state.diffFilter === "all" }, "all tensors"));
   const list = new VList("diff-list");
   const status = el("span", { class: "muted", id: "match-count" });
@@ -627,7 +651,7 @@ function renderDiff(view) {
     const match = matcher(state.query);
     const pool = state.diffFilter === "changes" ? changes : entries;
     const hits = match ? pool.filter((e) => match(e.name)) : pool;
-    status.textContent = fmtInt(hits.length) + " tensors";
+    status.textContent = plural(hits.length, "tensor");
     list.set(hits.length, (k) => diffLine(hits[k]));
   };
   select.addEventListener("change", () => { state.diffFilter = select.value; fill(); });
@@ -640,11 +664,12 @@ function diffLine(e) {
   const d = state.data.diff, [a, b] = state.data.inputs;
   const ia = d._inA.get(e.name), ib = d._inB.get(e.name);
   const desc = (inp, i) => (i === undefined ? "—" : inp.tensors.dtype[i] + " " + shapeText(inp.tensors.shape[i]));
-  const cls = { "+": "added", "-": "removed", "~": "changed", "≠": "changed", "=": "muted" }[e.kind];
-  const row = el("div", { class: "row", "data-tensor": e.name, "data-kind": KIND_TEXT.get(e.kind) },
-    el("span", { class: "cell w0 " + cls }, e.kind === "-" ? "−" : e.kind), el("span", { class: "name" }, e.name),
+  const cls = e.kind === "=" ? VERDICT_CLASS.get(e.label) || "muted" : KIND_TEXT.get(e.kind);
+  const mark = e.kind === "=" ? (EQUAL_VERDICTS.has(e.label) ? "=" : "≠") : e.kind === "-" ? "−" : e.kind;
+  const row = el("div", { class: "row", "data-tensor": e.name, "data-kind": e.label },
+    el("span", { class: "cell w0 " + cls }, mark), el("span", { class: "name" }, e.name),
     el("span", { class: "cell w4" }, desc(a, ia)), el("span", { class: "cell w4" }, desc(b, ib)),
-    el("span", { class: "cell w2 " + cls }, KIND_TEXT.get(e.kind)));
+    el("span", { class: "cell w2 " + cls }, e.label));
   if (ia !== undefined && ib !== undefined) row.addEventListener("click", () => showValueDiff(e, row));
   else row.classList.add("inert");
   return row;
@@ -660,8 +685,9 @@ function showValueDiff(e, row) {
   const show = (v) => {
     clear(out);
     const diff = v.diff || v;
-    const rows = [["compared", fmtNum(diff.compared)], ["elements", fmtInt(diff.elements)], ["differing", fmtInt(diff.differing)],
-      ["max_abs_diff", fmtNum(diff.max_abs_diff)], ["cosine_similarity", fmtNum(diff.cosine_similarity)]];
+    const rows = [["verdict", diff.verdict], ["compared", fmtNum(diff.compared)], ["elements", fmtInt(diff.elements)],
+      ["differing", fmtInt(diff.differing)], ["max_abs_diff", fmtNum(diff.max_abs_diff)],
+      ["cosine_similarity", fmtNum(diff.cosine_similarity)]];
     if (diff.reason) rows.push(["not compared", diff.reason]);
     out.append(el("h2", {}, "Value differences (A − B)"), kvTable(rows, "value-diff-numbers", 2));
     if (v.histogram) out.append(histogramBox(v.histogram, "diff-histogram", "Histogram of A − B"));
