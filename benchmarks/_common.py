@@ -7,6 +7,7 @@ Stdlib only, so that importing it costs a parent process nothing.
 from __future__ import annotations
 
 import json
+import math
 import os
 import subprocess
 import sys
@@ -83,6 +84,58 @@ def resident_pct(paths: str | Sequence[str]) -> float | None:
         cached += sum(b & 1 for b in vec)
         total += pages
     return 100.0 * cached / total if total else None
+
+
+MiB = 1 << 20
+ITEMSIZE = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2, "U8": 1}
+
+
+def write_checkpoint(path: str, tensors: Sequence[tuple[str, str, list[int]]]) -> int:
+    """Write a safetensors file straight as bytes: ``tensors`` are (name, dtype, shape) in data
+    order, filled with random bytes in 16 MiB writes (constant memory at any size).  Written
+    to a temporary name and renamed, so an interrupted run leaves no half file.  Returns the
+    file size."""
+    header: dict[str, Any] = {"__metadata__": {"format": "pt"}}
+    offset = 0
+    for name, dtype, shape in tensors:
+        n = math.prod(shape) * ITEMSIZE[dtype]
+        header[name] = {"dtype": dtype, "shape": shape, "data_offsets": [offset, offset + n]}
+        offset += n
+    body = json.dumps(header, separators=(",", ":")).encode()
+    body += b" " * ((8 - (8 + len(body)) % 8) % 8)
+    tmp = path + ".tmp"
+    with open(tmp, "wb") as f:
+        f.write(len(body).to_bytes(8, "little") + body)
+        left = offset
+        while left:
+            chunk = os.urandom(min(left, 16 * MiB))
+            f.write(chunk)
+            left -= len(chunk)
+    os.replace(tmp, path)
+    return 8 + len(body) + offset
+
+
+def write_sharded(directory: str, total: int, tensors: int, shards: int, tensor_size: int | None = None) -> str:
+    """A Hugging Face sharded checkpoint (``model-0000i-of-0000k.safetensors`` + index) of
+    ``tensors`` F32 tensors of ``total / tensors`` bytes, split evenly; returns the index path."""
+    os.makedirs(directory, exist_ok=True)
+    index_path = os.path.join(directory, "model.safetensors.index.json")
+    if os.path.exists(index_path):
+        return index_path
+    per = tensor_size or total // tensors
+    names = [f"model.layers.{i:04d}.weight" for i in range(tensors)]
+    weight_map: dict[str, str] = {}
+    for s in range(shards):
+        part = names[s * tensors // shards : (s + 1) * tensors // shards]
+        shard = f"model-{s + 1:05d}-of-{shards:05d}.safetensors"
+        write_checkpoint(os.path.join(directory, shard), [(n, "F32", [per // 4096, 1024]) for n in part])
+        weight_map.update(dict.fromkeys(part, shard))
+    index = {"metadata": {"total_size": per * tensors}, "weight_map": dict(sorted(weight_map.items()))}
+    with open(index_path + ".tmp", "w") as f:
+        json.dump(index, f, indent=2)
+        f.write("\n")
+    os.replace(index_path + ".tmp", index_path)
+    return index_path
 
 
 def ensure_many(path: str, count: int) -> str:

@@ -66,7 +66,16 @@ from typing import Any
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from _common import SampleFailed, ensure_many, evict, keep_warm, resident_pct, run_sample
+from _common import (
+    SampleFailed,
+    ensure_many,
+    evict,
+    keep_warm,
+    resident_pct,
+    run_sample,
+    write_checkpoint,
+    write_sharded,
+)
 
 ROOT = os.path.dirname(HERE)
 WORKER = os.path.join(HERE, "scale_worker.py")
@@ -158,63 +167,12 @@ def log(msg: str) -> None:
 
 # --- benchmark files (written by neither implementation) -------------------------------------
 
-ITEMSIZE = {"F32": 4, "F16": 2, "U8": 1}
-
-
-def write_checkpoint(path: str, tensors: Sequence[tuple[str, str, list[int]]]) -> int:
-    """Write a safetensors file straight as bytes: ``tensors`` are (name, dtype, shape) in data
-    order, filled with random bytes in 16 MiB writes (constant memory at any size).  Written
-    to a temporary name and renamed, so an interrupted run leaves no half file.  Returns the
-    file size."""
-    header: dict[str, Any] = {"__metadata__": {"format": "pt"}}
-    offset = 0
-    for name, dtype, shape in tensors:
-        n = math.prod(shape) * ITEMSIZE[dtype]
-        header[name] = {"dtype": dtype, "shape": shape, "data_offsets": [offset, offset + n]}
-        offset += n
-    body = json.dumps(header, separators=(",", ":")).encode()
-    body += b" " * ((8 - (8 + len(body)) % 8) % 8)
-    tmp = path + ".tmp"
-    with open(tmp, "wb") as f:
-        f.write(len(body).to_bytes(8, "little") + body)
-        left = offset
-        while left:
-            chunk = os.urandom(min(left, 16 * MiB))
-            f.write(chunk)
-            left -= len(chunk)
-    os.replace(tmp, path)
-    return 8 + len(body) + offset
-
-
 def size_tensors(size: int) -> list[tuple[str, str, list[int]]]:
     """``size`` bytes of F32 tensors [rows, 1024]: 16 MiB each from 64 MiB to 1 GiB (the 512 MiB
     file is run.py's: 32 x 16 MiB), 4 below, at most 64 above."""
     count = min(64, max(4, size // (16 * MiB)))
     per = size // count
     return [(f"model.layers.{i:03d}.weight", "F32", [per // 4096, 1024]) for i in range(count)]
-
-
-def write_sharded(directory: str, total: int, tensors: int, shards: int, tensor_size: int | None = None) -> str:
-    """A Hugging Face sharded checkpoint (``model-0000i-of-0000k.safetensors`` + index) of
-    ``tensors`` F32 tensors of ``total / tensors`` bytes, split evenly; returns the index path."""
-    os.makedirs(directory, exist_ok=True)
-    index_path = os.path.join(directory, "model.safetensors.index.json")
-    if os.path.exists(index_path):
-        return index_path
-    per = tensor_size or total // tensors
-    names = [f"model.layers.{i:04d}.weight" for i in range(tensors)]
-    weight_map: dict[str, str] = {}
-    for s in range(shards):
-        part = names[s * tensors // shards : (s + 1) * tensors // shards]
-        shard = f"model-{s + 1:05d}-of-{shards:05d}.safetensors"
-        write_checkpoint(os.path.join(directory, shard), [(n, "F32", [per // 4096, 1024]) for n in part])
-        weight_map.update(dict.fromkeys(part, shard))
-    index = {"metadata": {"total_size": per * tensors}, "weight_map": dict(sorted(weight_map.items()))}
-    with open(index_path + ".tmp", "w") as f:
-        json.dump(index, f, indent=2)
-        f.write("\n")
-    os.replace(index_path + ".tmp", index_path)
-    return index_path
 
 
 def shard_files(index: str) -> list[str]:

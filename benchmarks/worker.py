@@ -19,13 +19,21 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 SRC = os.path.join(os.path.dirname(HERE), "src")
 
 
+def src_of(impl: str) -> str:
+    """The ``src`` folder an implementation of ours is imported from: this checkout's for
+    ``ours``, another checkout's for ``base`` (``run.py --baseline-src``, in BENCH_BASE_SRC)."""
+    return os.environ["BENCH_BASE_SRC"] if impl == "base" else SRC
+
+
 def _impl(name: str) -> Any:
-    """The package under test: upstream ``safetensors`` or ours (from this checkout)."""
-    if name.startswith("ours"):
-        sys.path.insert(0, SRC)
+    """The package under test: upstream ``safetensors``, or ours (from this checkout, or from
+    the baseline checkout for ``base``)."""
+    if name.startswith("ours") or name == "base":
+        src = src_of(name)
+        sys.path.insert(0, src)
         import pysafetensors as mod
 
-        assert mod.__file__ and mod.__file__.startswith(SRC), mod.__file__
+        assert mod.__file__ and mod.__file__.startswith(src), mod.__file__
         if name == "ours_durable":
             # Diagnostic: ours with durable=True (fsync before the rename), which upstream
             # never does, to show what power-loss safety costs.
@@ -161,7 +169,212 @@ def run(workload: str, impl: str, args: dict[str, Any]) -> dict[str, Any]:
             "disk_read_kib": (_io("read_bytes") - before[0]) / 1024,
             "rchar_kib": (_io("rchar") - before[1]) / 1024,
         }
+    if workload in PER_CALL:
+        return PER_CALL[workload](mod, impl, args)
     raise SystemExit(f"unknown workload {workload}")
+
+
+# --- per-call workloads: the pattern transformers and vLLM run ----------------------------------
+
+
+def _slice_loop(mod: Any, impl: str, a: dict[str, Any]) -> dict[str, Any]:
+    """``safe_open`` then ``get_slice(k)`` for every key (transformers' loading loop), each slice
+    materialized with ``[:]`` unless ``lazy`` (transformers keeps the slice objects)."""
+    import torch  # noqa: F401  (imported before the clock: the library's own imports count)
+
+    path, lazy = a["path"], a.get("lazy", False)
+
+    def op() -> int:
+        kept = []
+        with mod.safe_open(path, framework="pt") as f:
+            for k in f.keys():  # noqa: SIM118  (safe_open is not a mapping)
+                s = f.get_slice(k)
+                kept.append(s if lazy else s[:])
+        return len(kept)
+
+    seconds, n = _timed(op)
+    return {"seconds": seconds, "tensors": n}
+
+
+def _get_tensor_loop(mod: Any, impl: str, a: dict[str, Any]) -> dict[str, Any]:
+    """``safe_open`` then ``get_tensor(k)`` for every key."""
+    import torch  # noqa: F401
+
+    path = a["path"]
+
+    def op() -> int:
+        with mod.safe_open(path, framework="pt") as f:
+            return len([f.get_tensor(k) for k in f.keys()])  # noqa: SIM118
+
+    seconds, n = _timed(op)
+    return {"seconds": seconds, "tensors": n}
+
+
+def _first_open(mod: Any, impl: str, a: dict[str, Any]) -> dict[str, Any]:
+    """The first ``safe_open`` + ``keys()`` of a process (framework "pt", torch imported before)."""
+    import torch  # noqa: F401
+
+    path = a["path"]
+
+    def op() -> int:
+        with mod.safe_open(path, framework="pt") as f:
+            return len(f.keys())
+
+    seconds, n = _timed(op)
+    return {"seconds": seconds, "tensors": n}
+
+
+def _shard_paths(index: str) -> list[str]:
+    with open(index) as f:
+        weight_map = json.load(f)["weight_map"]
+    return [os.path.join(os.path.dirname(index), s) for s in sorted(set(weight_map.values()))]
+
+
+def _shard_open(mod: Any, impl: str, a: dict[str, Any]) -> dict[str, Any]:
+    """Open a sharded checkpoint and read every tensor's dtype and shape.  Ours opens the index;
+    upstream cannot, so it reads the index JSON and opens every shard (what transformers does)."""
+    import torch  # noqa: F401
+
+    index = a["index"]
+
+    def describe(f: Any) -> int:
+        return len([(f.get_slice(k).get_dtype(), f.get_slice(k).get_shape()) for k in f.keys()])  # noqa: SIM118
+
+    def through_index() -> int:
+        with mod.safe_open(index, framework="pt") as f:
+            return describe(f)
+
+    def per_shard() -> int:
+        n = 0
+        for shard in _shard_paths(index):
+            with mod.safe_open(shard, framework="pt") as f:
+                n += describe(f)
+        return n
+
+    seconds, n = _timed(per_shard if impl == "upstream" else through_index)
+    return {"seconds": seconds, "tensors": n}
+
+
+def _mapped_files(paths: list[str]) -> int:
+    """How many of ``paths`` this process has mapped now (/proc/self/maps)."""
+    wanted = {os.path.realpath(p) for p in paths}
+    found = set()
+    with open("/proc/self/maps") as f:
+        for line in f:
+            parts = line.split(maxsplit=5)
+            if len(parts) == 6 and parts[5].strip() in wanted:
+                found.add(parts[5].strip())
+    return len(found)
+
+
+def _shard_get_tensor(mod: Any, impl: str, a: dict[str, Any]) -> dict[str, Any]:
+    """``get_tensor`` one tensor at a time over a sharded checkpoint, each touched and dropped:
+    peak RSS and the most shard files mapped at once.  Ours through the index, upstream shard
+    by shard."""
+    import torch  # noqa: F401
+
+    index = a["index"]
+    shards = _shard_paths(index)
+    most = [0]
+
+    def op() -> int:
+        n = 0
+        for path in [index] if impl != "upstream" else shards:
+            with mod.safe_open(path, framework="pt") as f:
+                for k in f.keys():  # noqa: SIM118
+                    t = f.get_tensor(k)
+                    _touch_torch({k: t})
+                    del t
+                    most[0] = max(most[0], _mapped_files(shards))
+                    n += 1
+        return n
+
+    _reset_peak_rss()
+    rss_before = _status_kib("VmRSS")
+    seconds, n = _timed(op)
+    return {"seconds": seconds, "tensors": n, "extra_peak_mib": max(0, _status_kib("VmHWM") - rss_before) / 1024,
+            "shards_mapped": most[0]}
+
+
+def _command(impl: str, a: dict[str, Any]) -> list[str]:
+    """The command a CLI sample runs: ours (``python -m pysafetensors ...``) or the reference
+    (``a["reference"]``: ``numpy`` for an interpreter that imports numpy, ``header`` for
+    upstream's header-only open of ``a["path"]`` in a fresh process)."""
+    if impl != "upstream":
+        return [sys.executable, "-m", "pysafetensors", *a["argv"]]
+    if a["reference"] == "numpy":
+        return [sys.executable, "-c", "import numpy"]
+    code = ("import sys; from safetensors import safe_open\n"
+            "with safe_open(sys.argv[1], framework='np') as f: f.keys()")
+    return [sys.executable, "-c", code, a["path"]]
+
+
+def _env(impl: str) -> dict[str, str]:
+    env = dict(os.environ)
+    if impl != "upstream":
+        env["PYTHONPATH"] = src_of(impl)
+    return env
+
+
+def _cli(mod: Any, impl: str, a: dict[str, Any]) -> dict[str, Any]:
+    """A whole command in a fresh process, from start to exit (interpreter start included)."""
+    import subprocess
+
+    argv, env = _command(impl, a), _env(impl)
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    seconds, proc = _timed(lambda: subprocess.run(argv, env=env, stdout=subprocess.DEVNULL,
+                                                  stderr=subprocess.PIPE, check=False))
+    if proc.returncode not in (0, 1):
+        raise SystemExit(f"{argv} failed ({proc.returncode}): {proc.stderr.decode(errors='replace')[-2000:]}")
+    return {"seconds": seconds, **_child_usage(before)}
+
+
+def _child_usage(before: Any) -> dict[str, float]:
+    """The command's own CPU seconds (counted in ``cpu_s``) and peak RSS."""
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    _CPU.append(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime)
+    return {"command_peak_rss_mib": after.ru_maxrss / 1024}
+
+
+def _view_url(mod: Any, impl: str, a: dict[str, Any]) -> dict[str, Any]:
+    """``pysafetensors view FILE --no-browser``: seconds until it prints its URL (then stopped).
+    The reference side runs upstream's header-only open of the same file in a fresh process."""
+    import signal
+    import subprocess
+
+    if impl == "upstream":
+        return _cli(mod, impl, a)
+    argv = [sys.executable, "-m", "pysafetensors", "view", a["path"], "--no-browser", "--port", "0"]
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(argv, env=_env(impl), stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            if "http://" in line:
+                seconds = time.perf_counter() - t0
+                break
+        else:
+            raise SystemExit("view printed no URL")
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    return {"seconds": seconds, **_child_usage(before)}
+
+
+PER_CALL: dict[str, Callable[[Any, str, dict[str, Any]], dict[str, Any]]] = {
+    "slice_loop": _slice_loop,
+    "get_tensor_loop": _get_tensor_loop,
+    "first_open": _first_open,
+    "shard_open": _shard_open,
+    "shard_get_tensor": _shard_get_tensor,
+    "cli": _cli,
+    "view_url": _view_url,
+}
 
 
 if __name__ == "__main__":
