@@ -86,6 +86,16 @@ def resident_pct(paths: str | Sequence[str]) -> float | None:
     return 100.0 * cached / total if total else None
 
 
+def compile_sources(*dirs: str) -> None:
+    """Write bytecode for every module under ``dirs``, as a pip install leaves it: with
+    PYTHONDONTWRITEBYTECODE set (or a read-only tree) each fresh sample process would compile
+    what it imports, and a first call would time the compiler instead of the code."""
+    import compileall
+
+    for d in dirs:
+        compileall.compile_dir(d, quiet=1)
+
+
 MiB = 1 << 20
 ITEMSIZE = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2, "U8": 1}
 

@@ -41,6 +41,7 @@ from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _common import SampleFailed, run_sample
+from _common import compile_sources as _compile_sources
 from _common import ensure_many as _ensure_many
 from _common import evict as _evict
 from _common import keep_warm as _keep_warm
@@ -326,6 +327,7 @@ def main(argv: list[str] | None = None) -> int:
     if opts.baseline_src:
         os.environ["BENCH_BASE_SRC"] = os.path.abspath(opts.baseline_src)
         base = ("base",)
+    _compile_sources(os.path.join(os.path.dirname(HERE), "src"), *([os.environ["BENCH_BASE_SRC"]] if base else []))
     for w in ws:
         impls = IMPLS + base + (("ours_durable",) if w.worker.startswith("save") else ())
         # The per-call workloads take milliseconds and allocate little: more samples, a short pause.

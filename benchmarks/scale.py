@@ -68,6 +68,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from _common import (
     SampleFailed,
+    compile_sources,
     ensure_many,
     evict,
     keep_warm,
@@ -1219,6 +1220,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(os.path.join(o.out, "RESULTS.md"))
         return 0
     os.makedirs(o.data, exist_ok=True)
+    compile_sources(os.path.join(os.path.dirname(HERE), "src"))
     b = Bench(o)
     started = time.time()
     machine = machine_facts(o.data)
