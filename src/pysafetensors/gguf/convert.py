@@ -74,8 +74,10 @@ def _json_array(array: GGUFArray) -> str:
     if isinstance(items, GGUFNumbers):
         parts = [json.dumps(items[lo : lo + _CHUNK], separators=_SEPARATORS)[1:-1]
                  for lo in range(0, len(items), _CHUNK)]
-    elif array.item_type is ValueType.ARRAY:
-        parts = [_json_array(item) for item in items]
+    elif array.item_type is ValueType.ARRAY:  # items made when read: their text joined a chunk at a time
+        step = _CHUNK // 16
+        parts = [",".join(_json_array(items[i]) for i in range(lo, min(lo + step, len(items))))
+                 for lo in range(0, len(items), step)]
     else:
         return json.dumps(list(items), ensure_ascii=False, separators=_SEPARATORS)
     return "[" + ",".join(parts) + "]"

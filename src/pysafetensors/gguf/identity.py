@@ -47,8 +47,10 @@ def canonical_value(value_type: ValueType, value: Any) -> str:
         if isinstance(items, GGUFNumbers):
             parts = [",".join(_canonical_numbers(value.item_type, items[lo : lo + _CHUNK]))
                      for lo in range(0, len(items), _CHUNK)]
-        else:
-            parts = [canonical_value(value.item_type, item) for item in items]
+        else:  # strings, or arrays (made when read): their text joined a chunk at a time
+            step = _CHUNK // 16
+            parts = [",".join(canonical_value(value.item_type, items[i]) for i in range(lo, min(lo + step, len(items))))
+                     for lo in range(0, len(items), step)]
         return "[" + ",".join(parts) + "]"
     if value_type is ValueType.STRING:
         return _escape(value)
