@@ -164,6 +164,12 @@ class InvalidMetadata(SafetensorError, TypeError):
     """Metadata that is not a mapping of str to str, or a tensor name that cannot be written."""
 
 
+class UnencodableText(InvalidMetadata, UnicodeError):
+    """A tensor name or metadata key or value that UTF-8 cannot encode (a lone surrogate such as
+    ``"\\ud800"``), so no header can hold it; ``tensor`` or ``key`` names the entry.  Upstream
+    raises a bare UnicodeEncodeError; this one is also a UnicodeError (and a ValueError)."""
+
+
 class InvalidShape(SerializeError, TypeError):
     """A shape given for writing that is not a sequence of non-negative ints (a str, floats, bools)."""
 
