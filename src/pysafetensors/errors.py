@@ -186,6 +186,12 @@ class WriteError(SafetensorError, OSError):
     """Writing the output failed (disk full, permission...); the previous file is left intact."""
 
 
+class UploadNotAborted(WriteError):
+    """A failed save's S3 multipart upload could not be aborted: S3 keeps its parts (billed)
+    until it is.  ``bucket``, ``key`` and ``upload_id`` name it; the message gives the command
+    that removes it."""
+
+
 class UnwritableTarget(WriteError):
     """A save's target cannot be written at all: an ``http(s)://`` URL, or a store or URL
     fsspec opens read-only.  Nothing was written."""
