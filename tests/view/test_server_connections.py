@@ -115,7 +115,7 @@ def test_a_request_trickled_in_ends_at_its_deadline(served: ViewServer) -> None:
             except (BrokenPipeError, ConnectionResetError):
                 closed = True
                 break
-            got, closed = _read_until_closed(sock, 0.2)
+            _, closed = _read_until_closed(sock, 0.2)
         assert closed, "a request trickled in a byte at a time is never cut off"
 
 
