@@ -14,6 +14,7 @@ from contextlib import AbstractContextManager
 from typing import Any
 
 from ..errors import MissingDependency
+from ..gguf.values import joined_text
 from ..tools import Bar, Progress, to_jsonable
 from ..tools.checkpoint import matches
 from ..tools.summary import VALUE_CHARS, shorten
@@ -105,9 +106,7 @@ def _compact_json(value: Any) -> str:
     if isinstance(first, Sequence) and not isinstance(first, str):
         # An array of arrays (each item an array of its own type): each item the same way, made
         # and dropped one at a time, their text joined a chunk at a time.
-        step = _CHUNK // 16
-        for lo in range(0, n, step):
-            parts.append(", ".join(_compact_json(value[i]) for i in range(lo, min(lo + step, n))))
+        parts.append(joined_text(value, _compact_json, ", "))
     else:
         for lo in range(0, n, _CHUNK):
             parts.append(_plain_json(value[lo : lo + _CHUNK])[1:-1])

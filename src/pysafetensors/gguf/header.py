@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import struct
 from array import array as _array
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from functools import partial
 from math import prod
@@ -60,6 +60,8 @@ _MAX_READ = 16 * 1024 * 1024
 Reader = Callable[[int, int], bytes]
 #: value type id -> item size, for the numeric and boolean types
 _NUMBER_SIZES = {int(t): SCALAR_SIZES[t] for t in SCALAR_FORMATS}
+#: value type id -> (the type, its struct code, its size), for the numeric and boolean types
+_NUMBER_TYPES = {int(t): (t, f, SCALAR_SIZES[t]) for t, f in SCALAR_FORMATS.items()}
 
 
 @dataclass(frozen=True, slots=True)
@@ -350,7 +352,7 @@ class _Parser:
             self._walk_arrays(n, key, depth + 1, base, starts)
         finally:
             raw = c.recorded()
-        return GGUFArray(item_type, GGUFArrays(raw, starts, partial(_parse_item, self.version, key, depth + 1)))
+        return GGUFArray(item_type, GGUFArrays(raw, starts, partial(_parse_items, self.version, key, depth + 1)))
 
     def _walk_arrays(self, n: int, key: str, depth: int, base: int, starts: _array[int]) -> None:
         """Check ``n`` arrays in a row (the items of an array of arrays, at ``depth``), noting
@@ -495,10 +497,24 @@ class _Parser:
         return GGUFTensorInfo(name, dims, int(type_id), int(offset), start)
 
 
-def _parse_item(version: int, key: str, depth: int, raw: bytes) -> GGUFArray:
-    """One item of an array of arrays, from its bytes (checked when the file was parsed)."""
+def _parse_items(version: int, key: str, depth: int, raw: bytes, n: int) -> Iterator[GGUFArray]:
+    """The first ``n`` items of an array of arrays in ``raw``, one after the other, from their
+    bytes (checked when the file was parsed): one parser for them all."""
     parser = _Parser.over(raw, version)
-    return parser.array(key, depth)
+    c = parser.c
+    head = struct.Struct("<IQ" if version >= 2 else "<II")
+    for _ in range(n):
+        # An array of numbers (the common item) is cut out of the bytes directly; any other
+        # item goes through the parser.
+        p = c.pos
+        number = _NUMBER_TYPES.get(head.unpack_from(raw, p)[0]) if p + head.size <= len(raw) else None
+        if number is None:
+            yield parser.array(key, depth)
+            continue
+        value_type, fmt, size = number
+        start = p + head.size
+        c.pos = end = start + head.unpack_from(raw, p)[1] * size
+        yield GGUFArray(value_type, GGUFNumbers(raw[start:end], fmt))
 
 
 def _alignment(fields: dict[str, GGUFField]) -> tuple[int, str | None]:

@@ -12,8 +12,9 @@ from __future__ import annotations
 import struct
 import sys
 from array import array as _array
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from itertools import islice
 from typing import Any, overload
 
 from .types import VALUE_TYPE_NAMES, ValueType
@@ -105,17 +106,19 @@ class GGUFArrays(Sequence[GGUFArray]):
     """The items of an array of arrays, kept as the file's bytes and one offset per item.
 
     A list of :class:`GGUFArray` objects takes some 40 times the 12 bytes an empty array takes
-    in the file; here an item costs its bytes plus a 4-byte offset, and ``parse_item`` makes it
-    again from them (they were checked when the file was read) each time it is asked for.  It
-    reads like a read-only list of GGUFArrays; ``==`` compares with any sequence item by item.
+    in the file; here an item costs its bytes plus a 4-byte offset, and ``parse_items(data, n)``
+    makes the ``n`` items ``data`` starts with again from them (they were checked when the file
+    was read) each time they are asked for: one by index, all of them in one pass when iterated.
+    It reads like a read-only list of GGUFArrays; ``==`` compares with any sequence item by item.
     """
 
-    __slots__ = ("_parse_item", "_raw", "_starts")
+    __slots__ = ("_parse_items", "_raw", "_starts")
 
-    def __init__(self, raw: bytes, starts: _array[int], parse_item: Callable[[bytes], GGUFArray]) -> None:
+    def __init__(self, raw: bytes, starts: _array[int],
+                 parse_items: Callable[[bytes, int], Iterator[GGUFArray]]) -> None:
         self._raw = raw
         self._starts = starts  # where each item starts in ``raw``
-        self._parse_item = parse_item
+        self._parse_items = parse_items
 
     @property
     def nbytes(self) -> int:
@@ -139,10 +142,10 @@ class GGUFArrays(Sequence[GGUFArray]):
             raise IndexError("GGUF array index out of range")
         start = self._starts[i]
         end = self._starts[i + 1] if i + 1 < n else len(self._raw)
-        return self._parse_item(self._raw[start:end])
+        return next(self._parse_items(self._raw[start:end], 1))
 
     def __iter__(self) -> Iterator[GGUFArray]:
-        return (self[i] for i in range(len(self)))
+        return self._parse_items(self._raw, len(self))
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Sequence) or isinstance(other, (str, bytes, bytearray)):
@@ -191,6 +194,19 @@ class GGUFArrayValues(Sequence[Any]):
         return f"GGUFArrayValues(len={len(self)})"
 
 
+def joined_text(items: Iterable[Any], render: Callable[[Any], str], separator: str, step: int = 4096) -> str:
+    """``separator.join(map(render, items))``, the items taken ``step`` at a time from one
+    iterator (an array of arrays makes each item as it goes: one pass, a bounded number of
+    them alive), their texts joined per step."""
+    it = iter(items)
+    parts: list[str] = []
+    while True:
+        part = list(map(render, islice(it, step)))
+        if not part:
+            return separator.join(parts)
+        parts.append(separator.join(part))
+
+
 def array_values(value: GGUFArray) -> Sequence[Any]:
     """An array's items as the tools hold them, without a Python object per number or per
     nested array: numbers and booleans a :class:`GGUFNumbers`, strings the list of str, arrays
@@ -220,4 +236,5 @@ def plain_value(value: Any) -> Any:
 
 
 
-__all__ = ["GGUFArray", "GGUFArrayValues", "GGUFArrays", "GGUFNumbers", "array_values", "plain_value", "type_name"]
+__all__ = ["GGUFArray", "GGUFArrayValues", "GGUFArrays", "GGUFNumbers", "array_values", "joined_text", "plain_value",
+           "type_name"]
