@@ -5,7 +5,8 @@ sub-byte dtypes, tensors out of key order, sometimes written as 3-item arrays) a
 structured mutations to the header text and the length prefix: number forms, dtype spellings,
 duplicate keys, odd metadata, escapes and lone surrogates, BOM/whitespace/NUL around the
 JSON, extra and missing fields, 3-item offsets, non-integer shapes, data a byte short or long,
-a wrong length prefix.
+a wrong length prefix; one input in 32 is a header of a single JSON value (numbers with
+exponents past decimal's limits among them).
 
 ``compare(data)`` runs it through both libraries and says which of these it is:
 
@@ -24,6 +25,10 @@ a wrong length prefix.
   the tensor through ml_dtypes, its shape the header's and its bytes (sub-byte values packed
   back, least significant bits first) the file's: the ones both ``deserialize`` give;
 - anything else is a disagreement: ``compare`` raises ``Disagreement`` saying what differs.
+
+On an accepted file, ``fuzz.differential_stages`` also saves the tensors with a lone surrogate
+in a name or metadata (both must refuse, ours naming the entry) and compares torch slices with
+two ``...`` (upstream's tensor or IndexError).
 """
 
 from __future__ import annotations
@@ -34,9 +39,11 @@ import os
 import random
 import re
 import tempfile
+import zlib
 from collections import Counter
 from typing import Any, NamedTuple
 
+from .differential_stages import compare_torch_slices, compare_writes
 from .gen import DTYPE_BITS, DTYPES, Obj, Raw, emit, frame, shape_for, valid_tree
 
 CATEGORIES = ("both_accept", "both_reject", "expected_better", "ours_extends")
@@ -53,7 +60,12 @@ class Disagreement(AssertionError):
 _NUMBER_FORMS = [
     "1.0", "1e2", "1E0", "-0", "01", "-1", "0.0", "2.5e-3", str(2**63), str(2**63 - 1), str(2**64),
     str(2**64 - 1), str(2**64 + 1), "9" * 30, "1" * 400, "1e400", "-1e400", "1e-400", str(-(2**63) - 1), "+1",
+    "1e9999999", "1e8446744073709551615", "-1E+99999999", "0e99999999999", "1e-8446744073709551615",
 ]
+# Whole headers that are one JSON value, no object: numbers whose exponents pass decimal's own
+# limits (the differential fuzz's raw decimal.Overflow / InvalidOperation) among them.
+_BARE_HEADERS = ["1e9999999", "1e8446744073709551615", " -1E+99999999 ", "0e99999999999", "1e400", "12", "-0",
+                 "[1e9999999]", '"x"', "null", "true", "[]", "1e-8446744073709551615"]
 _ESCAPED_NAMES = [
     "\\u0041", "\\ud83d\\ude00", "\\ud800", "\\udc00", "\\ud800\\u0041", "\\\\ud800", "\\/", "\\n", "\\u0000",
     "\\x41", "\\U0041", "\\ud800\\ud800\\udc00", "\\u003a", "a\\\"b",
@@ -224,16 +236,19 @@ def _text_and_prefix(header: bytes, data: bytes, rng: random.Random) -> bytes:
 
 
 def differential_input(rng: random.Random) -> bytes:
-    """A valid file of random dtypes and shapes, then 0-3 structured mutations."""
+    """A valid file of random dtypes and shapes, then 0-3 structured mutations; one in 32 a
+    header that is a single JSON value (a number, mostly)."""
     tree, data = valid_tree(rng, max_tensors=6)
     for _ in range(rng.choice([0, 1, 1, 1, 2, 3])):
         rng.choice(_TREE_MUTATIONS)(tree, rng)
     text = emit(tree)
     header = text.encode("utf-8", "surrogatepass")
     header += b" " * ((8 - (8 + len(header)) % 8) % 8)
-    if rng.random() < 0.5:
-        return _text_and_prefix(header, data, rng)
-    return frame(header, data)
+    mutated = _text_and_prefix(header, data, rng) if rng.random() < 0.5 else frame(header, data)
+    if rng.random() < 1 / 32:  # drawn last: the other inputs stay what their seeds gave before
+        bare = rng.choice(_BARE_HEADERS).encode()
+        return frame(bare + b" " * ((8 - (8 + len(bare)) % 8) % 8), b"")
+    return mutated
 
 
 def large_input(rng: random.Random) -> bytes:
@@ -420,15 +435,17 @@ def compare(data: bytes, tmpdir: str | None = None) -> str:
                     raise Disagreement(f"deserialize differs: upstream {up_bytes[1]!r:.300}, ours {our_bytes[1]!r:.300}")
                 stored = {name: data for name, _, _, data in our_bytes[1]}
             with up_handle[1] as up, our_handle[1] as ours:
-                _compare_open(verdict, path, up, ours, stored)
+                _compare_open(verdict, path, up, ours, stored, random.Random(zlib.crc32(data)))
     finally:
         os.unlink(path)
     COUNTS[verdict.category] += 1
     return verdict.category
 
 
-def _compare_open(verdict: _Verdict, path: str, up: Any, ours: Any, stored: dict[str, bytes]) -> None:
-    """Both handles of an accepted file; ``stored``: each tensor's bytes as both deserialize give them."""
+def _compare_open(verdict: _Verdict, path: str, up: Any, ours: Any, stored: dict[str, bytes],
+                  rng: random.Random) -> None:
+    """Both handles of an accepted file; ``stored``: each tensor's bytes as both deserialize give
+    them; ``rng`` draws the writes and slices of the further stages (differential_stages)."""
     import safetensors
 
     import pysafetensors
@@ -453,6 +470,7 @@ def _compare_open(verdict: _Verdict, path: str, up: Any, ours: Any, stored: dict
         _tensor_stage(verdict, _outcome(lambda name=name: _np_bytes(up.get_tensor(name))),
                       _outcome(lambda name=name: _np_bytes(ours.get_tensor(name))), f"{name!r} numpy get_tensor",
                       _Stored(*codes[name], stored.get(name), unpacked=True))
+    compare_writes(up, ours, rng, Disagreement)
     try:
         import torch  # noqa: F401
     except ImportError:
@@ -462,6 +480,7 @@ def _compare_open(verdict: _Verdict, path: str, up: Any, ours: Any, stored: dict
             _tensor_stage(verdict, _outcome(lambda name=name: _pt_bytes(up_pt.get_tensor(name))),
                           _outcome(lambda name=name: _pt_bytes(our_pt.get_tensor(name))), f"{name!r} torch get_tensor",
                           _Stored(*codes[name], stored.get(name), unpacked=False))
+        compare_torch_slices(up_pt, our_pt, codes, rng, Disagreement)
 
 
 def _same_verdict(verdict: _Verdict, what: str, up: tuple[str, Any], ours: tuple[str, Any]) -> None:

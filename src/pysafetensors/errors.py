@@ -167,6 +167,12 @@ class InvalidMetadata(SafetensorError, TypeError):
     """Metadata that is not a mapping of str to str, or a tensor name that cannot be written."""
 
 
+class UnencodableText(InvalidMetadata, UnicodeError):
+    """A tensor name or metadata key or value that UTF-8 cannot encode (a lone surrogate such as
+    ``"\\ud800"``), so no header can hold it; ``tensor`` or ``key`` names the entry.  Upstream
+    raises a bare UnicodeEncodeError; this one is also a UnicodeError (and a ValueError)."""
+
+
 class InvalidShape(SerializeError, TypeError):
     """A shape given for writing that is not a sequence of non-negative ints (a str, floats, bools)."""
 
@@ -181,6 +187,12 @@ class IncompleteWrite(SerializeError):
 
 class WriteError(SafetensorError, OSError):
     """Writing the output failed (disk full, permission...); the previous file is left intact."""
+
+
+class UploadNotAborted(WriteError):
+    """A failed save's S3 multipart upload could not be aborted: S3 keeps its parts (billed)
+    until it is.  ``bucket``, ``key`` and ``upload_id`` name it; the message gives the command
+    that removes it."""
 
 
 class UnwritableTarget(WriteError):

@@ -225,5 +225,5 @@ def test_fifo_without_writer_does_not_hang(tmp_path: Path) -> None:
     fifo = tmp_path / "fifo"
     os.mkfifo(fifo)
     r = run_cli("inspect", fifo)  # opened non-blocking: no writer reads as empty
-    assert r.code == 2 and f"{fifo}: not a safetensors file (it is empty)" in r.err
+    assert r.code == 2 and str(fifo) in r.err and "a FIFO" in r.err and "gave no bytes" in r.err
 

@@ -89,7 +89,8 @@ def test_cli_converts_dev_stdin(tmp_path: Path) -> None:
     assert {k: (dtype, shape) for k, (dtype, shape, _) in tensors.items()} == {"w": ("F32", (3, 4)), "b": ("I64", (5,))}
     assert tensors["w"][2] == ARRAYS["w"].tobytes()
     # Nothing on the pipe, or not a checkpoint: one clear line naming the input.
-    for stdin, what in ((b"", b"empty"), (b"hello, world", b"not a PyTorch checkpoint")):
+    for stdin, what in ((b"", b"a FIFO, not a regular file, and it gave no bytes"),
+                        (b"hello, world", b"not a PyTorch checkpoint")):
         p = _cli("convert", "/dev/stdin", str(tmp_path / "bad.safetensors"), stdin=stdin)
         assert p.returncode == 2 and p.stderr.count(b"\n") == 1 and b"stdin" in p.stderr and what in p.stderr, p.stderr
 

@@ -3,6 +3,7 @@ bounds), compared with torch and upstream; sub-byte and bf16 slices."""
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
 
@@ -61,10 +62,21 @@ def test_torch_slicing_f4_and_bf16(tmp_path: Path) -> None:
         assert f.get_slice("f4").get_shape() == [4, 6] and f.get_slice("f4").get_dtype() == "F4"
 
 
+def _size_torch_reads(t: Any, dim: int) -> int | None:
+    """What torch reads as the size of dim ``dim`` >= t.ndim without checking it: its sizes and
+    strides share one array (10 slots inside the tensor up to 5 dims, unused ones 0; 2 x ndim on
+    the heap beyond).  None past that array, where torch would read other memory."""
+    sizes, strides, n = list(t.shape), list(t.stride()), t.ndim
+    slots = sizes + [0] * (5 - n) + strides + [0] * (5 - n) if n <= 5 else sizes + strides
+    return slots[dim] if dim < len(slots) else None
+
+
 def _stepwise(t: Any, index: tuple[Any, ...]) -> Any:
     """torch's basic indexing (ints, slices, None, "...") as its C++ loop does it, one item
-    at a time, but checking each position before using it: a ':' past the last dim is
-    torch's no-op, any other item there its "Dimension out of range" IndexError."""
+    at a time, but checking each position before using it: a slice from 0 with step 1 past the
+    last dim is torch's fast path, a no-op when its stop is not below the size torch reads
+    there (:func:`_size_torch_reads`); any other item there is its "Dimension out of range"
+    IndexError."""
     specified = sum(1 for i in index if i is not None and i is not Ellipsis)
     if specified > t.ndim:
         raise IndexError(f"too many indices for tensor of dimension {t.ndim}")
@@ -75,7 +87,9 @@ def _stepwise(t: Any, index: tuple[Any, ...]) -> Any:
         elif item is None:
             t, dim = t.unsqueeze(dim), dim + 1
         elif dim >= t.ndim:
-            if isinstance(item, slice) and item.start in (None, 0) and item.step in (None, 1) and item.stop is None:
+            read = _size_torch_reads(t, dim)
+            if (isinstance(item, slice) and item.start in (None, 0) and item.step in (None, 1) and read is not None
+                    and (item.stop is None or read <= item.stop)):
                 dim += 1
                 continue
             raise IndexError(f"Dimension out of range (got {dim})")
@@ -125,3 +139,41 @@ def test_torch_slicing_hypothesis(tmp_path: Path) -> None:
                 assert got.shape == expected.shape and torch.equal(got, expected), index
 
     check()
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_double_ellipsis_slices_past_the_end_agree_with_upstream(seed: int, tmp_path: Path) -> None:
+    """Two "..." and slices only (upstream hands them to torch, whose slice fast path reads the
+    size of a dim past the end: safe here, every read stays in the tensor's size and stride
+    array): ours gives upstream's tensor or an IndexError where upstream does.  Among them the
+    differential fuzz's finding, an empty ``[2, 0, 3, 1]`` tensor indexed ``[..., ..., :5]``,
+    which upstream returns whole and which raised IndexError here."""
+    import random
+
+    rng = random.Random(seed)
+    path = tmp_path / "e.safetensors"
+    cases = [((2, 0, 3, 1), (..., ..., slice(None, 5))), ((2, 3, 4, 0), (..., ..., slice(None, 5))),
+             ((0, 3, 2, 4), (..., ..., slice(None, 5)))]
+    for _ in range(60):
+        shape = tuple(rng.choice([0, 1, 2, 3, 5]) for _ in range(rng.randint(1, 4)))
+        items: list[Any] = [rng.choice([slice(None, rng.choice([0, 1, 3, 5, 8, 20])), slice(None), slice(1, 3),
+                                        slice(0, 4, 1), slice(None, 2, 2)]) for _ in range(rng.randint(1, 3))]
+        for _ in range(2):
+            items.insert(rng.randint(0, len(items)), ...)
+        cases.append((shape, tuple(items)))
+    for shape, index in cases:
+        full = torch.arange(math.prod(shape), dtype=torch.float32).reshape(shape)
+        ptt.save_file({"t": full}, path)
+        with st.safe_open(str(path), "pt") as g:
+            try:
+                expected = g.get_slice("t")[index]
+            except IndexError:
+                expected = None
+        for backend in ("mmap", "pread"):
+            with safe_open(path, "pt", backend=backend) as f:
+                if expected is None:
+                    with pytest.raises(IndexError):
+                        f.get_slice("t")[index]
+                else:
+                    got = f.get_slice("t")[index]
+                    assert got.shape == expected.shape and torch.equal(got, expected), (shape, index)

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 from _reliability_helpers import ROOT
-from fuzz import differential
+from fuzz import differential, differential_stages
 from fuzz.differential import CATEGORIES, Disagreement, compare, differential_input, placed, summary
 from fuzz.gen import DTYPES
 from fuzz.targets import classify
@@ -31,6 +31,7 @@ COUNTS: Counter[str] = Counter()  # read by conftest.py's terminal summary
 def test_differential_target_on_a_fixed_batch_of_seeds(tmp_path: Any) -> None:
     disagreements = []
     same_before = differential.COUNTS["same_reason"]
+    stages_before = differential_stages.COUNTS.copy()
     for seed in range(SEEDS):
         data = differential_input(random.Random(seed))
         try:
@@ -44,6 +45,9 @@ def test_differential_target_on_a_fixed_batch_of_seeds(tmp_path: Any) -> None:
     assert sum(COUNTS[c] for c in CATEGORIES) == SEEDS
     assert COUNTS["both_accept"] > SEEDS // 20 and COUNTS["both_reject"] > SEEDS // 4
     assert COUNTS["expected_better"] > 0 and COUNTS["ours_extends"] > 0
+    # The further stages ran: saves with a lone surrogate, torch slices with two "...".
+    stages = differential_stages.COUNTS - stages_before
+    assert stages["writer_surrogate"] > SEEDS // 100 and stages["torch_ellipses"] > SEEDS // 50, stages
 
 
 def test_generator_covers_what_the_issue_lists() -> None:
@@ -55,8 +59,11 @@ def test_generator_covers_what_the_issue_lists() -> None:
     for needle in [b'"shape":[]', b'"shape":[0', b"-0", b"1e2", b"1.0", b"01", b"18446744073709551616",
                    b"18446744073709551615", b"9223372036854775808", b'"F128"', b'{"F32":null}',
                    b"\\ud800", b"\\udc00", b"\xef\xbb\xbf", b"\x00", b'"x":', b"[1.5]", b"[true]", b"[[2]]",
-                   b'"__metadata__":{"k":1', b'"__metadata__":null', b'"__metadata__":[]']:
+                   b'"__metadata__":{"k":1', b'"__metadata__":null', b'"__metadata__":[]',
+                   b"1e9999999", b"1e8446744073709551615"]:
         assert needle in joined, needle
+    # Headers that are one bare JSON number whose exponent passes decimal's limits.
+    assert any(t[8:].rstrip() in (b"1e9999999", b"1e8446744073709551615") for t in texts)
     assert re.search(rb'"dtype":"[a-z][a-z0-9_]*"', joined)  # a code in the wrong case
     lengths = {int.from_bytes(t[:8], "little") - (len(t) - 8) for t in texts}
     assert {0} < lengths and any(d < 0 for d in lengths)  # wrong length prefixes, data short or long
@@ -69,6 +76,13 @@ def test_the_oracle_can_fail(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(pysafetensors, "deserialize", lambda data: [])
     with pytest.raises(Disagreement, match="deserialize differs"):
         compare(data)
+
+
+@pytest.mark.parametrize("number", [b"1e9999999", b"1e8446744073709551615", b" -1E+99999999 "])
+def test_a_bare_number_header_past_decimals_limits_is_refused_by_both(number: bytes) -> None:
+    """The differential fuzz's finding: ours raised decimal.Overflow / InvalidOperation."""
+    data = len(number).to_bytes(8, "little") + number
+    assert compare(data) == "both_reject"
 
 
 def _one(code: str, shape: list[int], data: bytes) -> bytes:

@@ -195,6 +195,19 @@ def _dim_error(dim: int, ndim: int) -> IndexError:
     return IndexError(f"Dimension out of range (expected to be in range of [{-ndim}, {ndim - 1}], but got {dim})")
 
 
+#: sizes and strides a tensor keeps in its own object up to this many dims (c10's
+#: C10_SIZES_AND_STRIDES_MAX_INLINE_SIZE), in one array: the sizes, then the strides
+_INLINE_DIMS = 5
+
+
+def _read_in_bounds(dim: int, rdim: int) -> bool:
+    """Whether torch, reading the size of dim ``dim`` of a ``rdim``-dim tensor without a check,
+    stays inside the array that holds its sizes and strides (2 x _INLINE_DIMS items in the
+    tensor up to _INLINE_DIMS dims, 2 x rdim on the heap beyond): it then reads a stride or an
+    unused slot, a number, never memory of something else."""
+    return dim < (2 * _INLINE_DIMS if rdim <= _INLINE_DIMS else 2 * rdim)
+
+
 def _expand_ellipses(index: Any, ndim: int) -> Any:
     """An index with two or more ``...`` rewritten without them, as torch means it.
 
@@ -203,7 +216,13 @@ def _expand_ellipses(index: Any, ndim: int) -> Any:
     (the fuzzer's rare segfault, in ``at::indexing::impl::applySelect``).  Here each ``...``
     becomes the ``:`` it stands for; a ``:`` past the end is dropped (torch returns the tensor
     unchanged there) and anything else past the end gets torch's own IndexError, so torch is
-    only ever asked an in-range index.  Indexes with at most one ``...`` are returned as given.
+    only ever asked an in-range index.  One exception, so that the answer is upstream's (which
+    hands every index to torch): a slice starting at 0 with step 1 past the end, where torch's
+    read stays inside the tensor's own size and stride array (:func:`_read_in_bounds`), makes
+    torch's slice fast path compare its stop with the number it reads there and return the
+    tensor unchanged when the stop is not smaller (an empty ``[2, 0, 3, 1]`` tensor indexed
+    ``[..., ..., :5]``).  Such an index is handed to torch as given: the read is safe.  Indexes
+    with at most one ``...`` are returned as given.
     """
     items = index if isinstance(index, tuple) else (index,)
     if sum(1 for i in items if i is Ellipsis) < 2:
@@ -220,6 +239,7 @@ def _expand_ellipses(index: Any, ndim: int) -> Any:
         return index  # torch refuses it up front ("too many indices"), before any lookup
     out: list[Any] = []
     dim, rdim = 0, ndim  # torch's position and the current result's rank
+    torch_decides = False  # a slice past the end that torch may take as a no-op (see above)
     for item in items:
         if item is Ellipsis:
             for _ in range(ndim - specified):
@@ -238,11 +258,14 @@ def _expand_ellipses(index: Any, ndim: int) -> Any:
             rdim -= 1
         else:
             if dim >= rdim and not _full_slice(item):
-                raise _dim_error(dim, rdim)
+                fast = item.start in (None, 0) and item.step in (None, 1)
+                if not (fast and _read_in_bounds(dim, rdim)):
+                    raise _dim_error(dim, rdim)
+                torch_decides = True
             if dim < rdim:
                 out.append(item)
             dim += 1
-    return tuple(out)
+    return index if torch_decides else tuple(out)
 
 
 def get_slice(file: TensorFile, name: str, index: Any, device: Device) -> Any:

@@ -7,17 +7,19 @@ import dataclasses
 import json
 import math
 import re
+import secrets
 import sys
 from collections.abc import Iterable, Sequence
 from contextlib import AbstractContextManager
 from typing import Any
 
 from ..errors import MissingDependency
+from ..gguf.values import joined_text
 from ..tools import Bar, Progress, to_jsonable
 from ..tools.checkpoint import matches
 from ..tools.summary import VALUE_CHARS, shorten
 
-__all__ = ["emit", "escape_text", "matches", "progress", "progress_factory", "render_json", "terminal_safe", "to_jsonable"]
+__all__ = ["emit", "escape_json_controls", "escape_text", "matches", "progress", "progress_factory", "render_json", "terminal_safe", "to_jsonable"]
 
 
 def emit(text: str) -> None:
@@ -75,10 +77,65 @@ def _one_line_list(m: re.Match[str]) -> str:
     return "[" + ", ".join(part.strip() for part in text[1:-1].split(",")) + "]"
 
 
+# JSON escapes C0 controls but writes DEL and the C1 controls raw; some terminals obey U+009B
+# as CSI, so --json escapes them too (they occur only inside strings: the escape is exact).
+_C1 = re.compile("[\x7f-\x9f]")
+
+
+def escape_json_controls(text: str) -> str:
+    """JSON text with DEL and the C1 controls (U+007F-U+009F) written as ``\\u00XX`` escapes."""
+    return _C1.sub(lambda m: f"\\u{ord(m.group(0)):04x}", text)
+
+
+#: items of a compact array rendered at a time (a bounded number of Python objects)
+_CHUNK = 1 << 16
+
+
+def _is_compact(value: Any) -> bool:
+    return isinstance(value, Sequence) and not isinstance(value, (str, bytes, bytearray, list, tuple))
+
+
+def _compact_json(value: Any) -> str:
+    """A read-only sequence (a GGUF metadata array) as one line of JSON, a chunk of items at a
+    time: the same text the indented dump gives such a list of numbers after its one-line pass."""
+    if not _is_compact(value):
+        return _plain_json(value)
+    n = len(value)
+    first = value[0] if n else None
+    parts = []
+    if isinstance(first, Sequence) and not isinstance(first, str):
+        # An array of arrays (each item an array of its own type): each item the same way, made
+        # and dropped one at a time, their text joined a chunk at a time.
+        parts.append(joined_text(value, _compact_json, ", "))
+    else:
+        for lo in range(0, n, _CHUNK):
+            parts.append(_plain_json(value[lo : lo + _CHUNK])[1:-1])
+    return "[" + ", ".join(parts) + "]"
+
+
+def _plain_json(items: list[Any]) -> str:
+    try:  # numbers, booleans and strings as they are: the C encoder, no object per item
+        return json.dumps(items, ensure_ascii=False, allow_nan=False)
+    except (ValueError, TypeError):  # NaN or an infinity (JSON has none): to_jsonable's strings
+        return json.dumps(to_jsonable(items), ensure_ascii=False)
+
+
 def render_json(result: Any) -> str:
-    """Indented JSON; lists of numbers (shapes, offsets) stay on one line."""
-    text = json.dumps(to_jsonable(result), indent=2, ensure_ascii=False)
-    return _NUMBER_LIST.sub(_one_line_list, text) + "\n"
+    """Indented JSON; lists of numbers (shapes, offsets) stay on one line, GGUF metadata arrays
+    too (rendered a chunk at a time: a 10 MB array is not ten million Python objects first).
+    DEL and C1 controls are escaped as C0 ones are."""
+    token = secrets.token_hex(8)  # placeholders no string in the result can forge
+    arrays: list[Sequence[Any]] = []
+
+    def hold(seq: Sequence[Any]) -> str:
+        arrays.append(seq)
+        return f"\0{token}:{len(arrays) - 1}"
+
+    text = json.dumps(to_jsonable(result, hold), indent=2, ensure_ascii=False)
+    text = _NUMBER_LIST.sub(_one_line_list, text)
+    if arrays:
+        text = re.sub(f'"\\\\u0000{token}:([0-9]+)"', lambda m: _compact_json(arrays[int(m.group(1))]), text)
+    return escape_json_controls(text) + "\n"
 
 
 def fmt_int(n: int) -> str:

@@ -24,7 +24,7 @@ from ..errors import SafetensorError, VerificationFailed
 from ..gguf.convert import DTYPES
 from ..tools.convert import GGUFConversionResult, convert_checkpoint
 from ..tools.metadata import parse_assignments
-from ._common import first_names, gguf_order_warning, plural, progress_factory, terminal_safe
+from ._common import escape_json_controls, first_names, gguf_order_warning, plural, progress_factory, terminal_safe
 from ._inputs import storage_options_for
 from .main import common_options, report_error
 
@@ -53,7 +53,7 @@ def add_parser(subparsers: Any) -> None:
 def render(report: ConversionReport, *, as_json: bool = False) -> str:
     """The report as text (or JSON with stable keys)."""
     if as_json:
-        return json.dumps(report.to_dict(), indent=2, ensure_ascii=False) + "\n"
+        return escape_json_controls(json.dumps(report.to_dict(), indent=2, ensure_ascii=False)) + "\n"
     # Tensor names come from the pickle: a newline or escape sequence must not reach the terminal.
     report = terminal_safe(report)
     state = "verified" if report.verified else ("NOT verified" if not report.findings else "verification FAILED")
@@ -73,7 +73,7 @@ def render(report: ConversionReport, *, as_json: bool = False) -> str:
 
 def render_gguf(result: GGUFConversionResult, *, as_json: bool = False) -> str:
     if as_json:
-        return json.dumps(result.to_dict(), indent=2, ensure_ascii=False) + "\n"
+        return escape_json_controls(json.dumps(result.to_dict(), indent=2, ensure_ascii=False)) + "\n"
     result = terminal_safe(result)  # names and the architecture come from the file
     report = result.conversion
     arch = f", {report.architecture}" if report.architecture else ""

@@ -129,6 +129,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _one_line(exc: BaseException) -> str:
     text = str(exc).strip() or type(exc).__name__
+    # Notes added on the way up (an S3 upload an interrupted save could not abort) belong to the line.
+    text = "; ".join([text, *getattr(exc, "__notes__", ())])
     return " ".join(line.strip() for line in text.splitlines())
 
 
@@ -196,8 +198,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             if not debug:
                 warnings.simplefilter("ignore")
             return int(args._run(args))
-    except KeyboardInterrupt:
-        _stderr_line(f"{PROG}: interrupted")
+    except KeyboardInterrupt as e:
+        notes = getattr(e, "__notes__", ())
+        _stderr_line(f"{PROG}: interrupted" + "".join(f"; {safe_message(' '.join(n.split()))}" for n in notes))
         return 130
     except BrokenPipeError:
         # `pysafetensors inspect x | head` is not an error; keep Python's exit-time flush quiet.

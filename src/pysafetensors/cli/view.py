@@ -3,7 +3,7 @@
 A thin shell over :mod:`pysafetensors.view`: it opens the inputs (as every command does), builds
 the page's data from the headers, then either serves it on 127.0.0.1 (a random port unless
 ``--port``) and prints the URL with its access token, opening the default browser unless
-``--no-browser``, until Ctrl-C; or, with ``--export FILE``, writes one self-contained HTML
+``--no-browser``, until Ctrl-C or SIGTERM (:mod:`._stopper`: SIGTERM ends it in any case); or, with ``--export FILE``, writes one self-contained HTML
 report and exits (``--with-stats`` streams the data once to add every tensor's stats and
 histogram, with a progress bar on stderr).
 """
@@ -11,14 +11,15 @@ histogram, with a progress bar on stderr).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import ipaddress
-import signal
 import sys
 import threading
 from typing import TYPE_CHECKING, Any
 
 from ._common import emit, escape_text, fmt_bytes, progress_factory
 from ._inputs import open_input
+from ._stopper import Stopper
 
 if TYPE_CHECKING:
     from ..tools.checkpoint import AnyCheckpoint
@@ -81,42 +82,30 @@ def _open_browser(url: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..view import ViewSession, export_report  # the server's modules load only for this command
     from .main import UsageError
 
     if args.with_stats and not args.export:
         raise UsageError("pysafetensors view: error: --with-stats needs --export FILE (see --help)")
-    opened: list[AnyCheckpoint] = []
-    try:
-        for path in [args.a] + ([args.b] if args.b is not None else []):
-            opened.append(open_input(path, gguf=True))
-    except BaseException:
-        for c in opened:
-            c.close()
-        raise
-    with ViewSession(opened) as session:
-        if args.export:
-            size = export_report(session, args.export, args.with_stats, progress_factory(args))
-            emit(f"wrote {escape_text(args.export)}: {fmt_bytes(size)}")
-            return 0
-        return _serve(session, args)
+    # Serving: SIGINT and SIGTERM stop it from here on, before the server's modules load, the
+    # inputs are opened and the port bound (a signal inherited as ignored is lost until a handler
+    # is set), and SIGTERM ends it in any case (_stopper).
+    with contextlib.nullcontext() if args.export else Stopper():
+        from ..view import ViewSession, export_report  # the server's modules load only for this command
 
-
-def _interrupt(signum: int, frame: object) -> None:
-    raise KeyboardInterrupt
-
-
-def _stop_on_signals() -> dict[int, Any]:
-    """Make SIGINT (Ctrl-C) and SIGTERM stop the server cleanly, whatever this process inherited.
-
-    A process started in the background by a non-interactive shell (a script's ``cmd &``, a
-    service manager) inherits SIGINT as *ignored*, and Python then installs no Ctrl-C handler;
-    SIGTERM's default kills without the "stopped" line.  Returns the handlers replaced, for the
-    caller to restore.  Signals can only be set from the main thread; elsewhere nothing changes.
-    """
-    if threading.current_thread() is not threading.main_thread():
-        return {}
-    return {signum: signal.signal(signum, _interrupt) for signum in (signal.SIGINT, signal.SIGTERM)}
+        opened: list[AnyCheckpoint] = []
+        try:
+            for path in [args.a] + ([args.b] if args.b is not None else []):
+                opened.append(open_input(path, gguf=True))
+        except BaseException:
+            for c in opened:
+                c.close()
+            raise
+        with ViewSession(opened) as session:
+            if args.export:
+                size = export_report(session, args.export, args.with_stats, progress_factory(args))
+                emit(f"wrote {escape_text(args.export)}: {fmt_bytes(size)}")
+                return 0
+            return _serve(session, args)
 
 
 def _serve(session: ViewSession, args: argparse.Namespace) -> int:
@@ -127,9 +116,6 @@ def _serve(session: ViewSession, args: argparse.Namespace) -> int:
         server = ViewServer(session, args.host, args.port)
     except OSError as e:
         raise OSError(f"cannot listen on {args.host}:{args.port}: {e.strerror or e}") from None
-    # The handlers go in before the URL is printed: whoever reads the URL may signal at once,
-    # and a SIGINT inherited as ignored would otherwise be lost and leave the server running.
-    previous = _stop_on_signals()
     try:
         warning = _host_warning(args.host, server.port)
         if warning and sys.stderr is not None:
@@ -149,9 +135,7 @@ def _serve(session: ViewSession, args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         pass
     finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
-        server.server_close()
+        server.server_close()  # also ends every open connection
     if sys.stderr is not None:
         print("pysafetensors view: stopped", file=sys.stderr)
     return 0

@@ -18,6 +18,7 @@ from contextlib import contextmanager
 from typing import IO
 
 from ..errors import ConversionError
+from ..io.regular import file_kind
 
 # Space left free on the temporary directory's filesystem while spooling.
 SPOOL_RESERVE = 64 << 20
@@ -64,6 +65,11 @@ def spooled(path: str, limit: int | None = None, directory: str | None = None) -
                     )
                 copy.write(chunk)
                 written += len(chunk)
+            if written == 0:  # an empty FIFO, /dev/null: say what it is, not "the file is empty"
+                mode = os.fstat(fd).st_mode
+                hint = " (no program wrote to it before closing it)" if stat.S_ISFIFO(mode) else ""
+                raise ConversionError(f"{path}: {file_kind(mode)}, not a regular file, and it gave no bytes{hint}: "
+                                      "there is no checkpoint to convert", path=path, kind=file_kind(mode))
             copy.flush()
         except OSError as e:  # the disk filled up faster than the free space said (another writer)
             raise ConversionError(

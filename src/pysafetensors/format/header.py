@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from math import prod
 from typing import Any, NamedTuple
 
+from ..errors import UnencodableText
 from . import _typed_header
 from ._fastpath import members_unique, span_fits
 from ._gcpause import paused_gc
@@ -249,6 +250,25 @@ def encode_header(
         obj[METADATA_KEY] = dict(metadata)
     for name, code, shape, begin, end in entries:
         obj[name] = {"dtype": code, "shape": list(shape), "data_offsets": [begin, end]}
-    body = json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+    try:
+        body = json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate somewhere: found and named (only on this path)
+        raise _unencodable(entries, metadata) from None
     pad = (alignment - (N_LEN + len(body)) % alignment) % alignment
     return body + b" " * pad
+
+
+def _unencodable(entries: list[tuple[str, str, list[int], int, int]], metadata: Mapping[str, str] | None
+                 ) -> UnencodableText:
+    """The error for the first metadata key, metadata value or tensor name UTF-8 cannot encode."""
+    named = [(f"metadata key {k!r}", k, {"key": k}) for k in metadata or ()]
+    named += [(f"metadata value of {k!r}", v, {"key": k}) for k, v in (metadata or {}).items()]
+    named += [(f"tensor name {e[0]!r}", e[0], {"tensor": e[0]}) for e in entries]
+    for what, text, context in named:
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError as e:
+            return UnencodableText(
+                f"{what} holds a lone surrogate ({text[e.start]!r} at position {e.start}), which UTF-8 "
+                "cannot encode: it cannot be written in a safetensors header", **context)
+    return UnencodableText("the header holds text UTF-8 cannot encode")  # not reached: one of them fails

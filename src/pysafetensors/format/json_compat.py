@@ -104,8 +104,13 @@ def text_problem(text: str, raw: bytes | bytearray) -> str | None:
     for token in set(skeleton.translate(_NUMBER_CHARS).split()):
         if len(token) < 5 or _NUMBER.fullmatch(token.decode()) is None:
             continue  # not a number (invalid JSON is refused by the parse anyway), or a small one
-        size = abs(Decimal(token.decode()))
-        if size >= _BAND_HIGH or (size >= _BAND_LOW and not _serde_number_in_range(token.decode())):
+        number = token.decode()
+        try:
+            size = abs(Decimal(number))
+        except ArithmeticError:  # an exponent past decimal's own limits (1e9999999): serde's rules alone
+            size = None
+        out_of_range = size is not None and size >= _BAND_HIGH
+        if out_of_range or ((size is None or size >= _BAND_LOW) and not _serde_number_in_range(number)):
             return "number out of range"
     return None
 

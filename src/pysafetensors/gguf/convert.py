@@ -27,6 +27,7 @@ from .header import GGUFArray, GGUFHeader, GGUFNumbers, GGUFTensorInfo
 from .names import hf_names, qk_order
 from .reader import GGUFFile
 from .types import PLAIN_TYPES, ValueType
+from .values import joined_text
 
 DTYPES = ("f32", "f16", "bf16", "keep")
 _FLOAT_CODES = {"f32": "F32", "f16": "F16", "bf16": "BF16"}
@@ -74,8 +75,8 @@ def _json_array(array: GGUFArray) -> str:
     if isinstance(items, GGUFNumbers):
         parts = [json.dumps(items[lo : lo + _CHUNK], separators=_SEPARATORS)[1:-1]
                  for lo in range(0, len(items), _CHUNK)]
-    elif array.item_type is ValueType.ARRAY:
-        parts = [_json_array(item) for item in items]
+    elif array.item_type is ValueType.ARRAY:  # items made when read: their text joined a chunk at a time
+        return "[" + joined_text(items, _json_array, ",") + "]"
     else:
         return json.dumps(list(items), ensure_ascii=False, separators=_SEPARATORS)
     return "[" + ",".join(parts) + "]"

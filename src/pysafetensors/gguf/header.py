@@ -6,8 +6,16 @@ tensor descriptions), never tensor data.  Every count and length in the file is 
 the bytes that remain before anything is allocated or read for it: a 2^63-item tokenizer array
 in a 1 KB file is refused at once, not after the process runs out of memory.
 
+Metadata is held compactly: a numeric array as its own bytes (:class:`GGUFNumbers`), an array of
+arrays as its bytes plus one offset per item (:class:`GGUFArrays`, each item parsed again when
+asked for), so what parsing holds stays within a small multiple of the file's size.  Two caps
+bound the work a crafted header can ask for per byte (each metadata key and each array nested
+in an array costs a Python object or a loop step, however few bytes it takes in the file):
+:data:`MAX_METADATA_KEYS` keys and :data:`MAX_NESTED_ARRAYS` arrays inside arrays; real files
+have some dozens of keys and no nested arrays (llama.cpp refuses them).
+
 Structural problems that stop parsing (wrong magic, a length past the end, an unknown value
-type) raise :class:`~pysafetensors.errors.GGUFError`.  Problems of the layout the header
+type, a cap exceeded) raise :class:`~pysafetensors.errors.GGUFError`.  Problems of the layout the header
 describes (misaligned or overlapping tensor data, unknown GGML types, duplicate names) are left
 to :func:`pysafetensors.gguf.check.check_layout`, which lists every one.
 """
@@ -15,11 +23,12 @@ to :func:`pysafetensors.gguf.check.check_layout`, which lists every one.
 from __future__ import annotations
 
 import struct
-import sys
-from collections.abc import Callable, Iterator, Sequence
+from array import array as _array
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from functools import partial
 from math import prod
-from typing import Any, overload
+from typing import Any
 
 from ..errors import GGUFError
 from .types import (
@@ -28,108 +37,34 @@ from .types import (
     MAGIC,
     SCALAR_FORMATS,
     SCALAR_SIZES,
-    VALUE_TYPE_NAMES,
     VERSIONS,
     GGMLType,
     ValueType,
     ggml_type_name,
 )
+from .values import GGUFArray, GGUFArrays, GGUFArrayValues, GGUFNumbers, array_values, plain_value, type_name
 
 #: llama.cpp's GGML_MAX_DIMS: a tensor has at most four dimensions.
 MAX_DIMS = 4
 #: arrays of arrays nest at most this deep (llama.cpp reads none; gguf-py any).
 MAX_ARRAY_DEPTH = 8
+#: metadata keys a file may declare (real files have some dozens); checked before any key is read.
+MAX_METADATA_KEYS = 65_536
+#: arrays inside arrays, counted over the whole file at every depth (llama.cpp reads none).
+MAX_NESTED_ARRAYS = 65_536
 #: bytes asked for at a time; doubles while the header keeps going (remote reads stay few).
 #: The first read stays inside the 100,001 bytes a remote source fetches when it is opened.
 _FIRST_READ = 64 * 1024
 _MAX_READ = 16 * 1024 * 1024
 
 Reader = Callable[[int, int], bytes]
+#: value type id -> item size, for the numeric and boolean types
+_NUMBER_SIZES = {int(t): SCALAR_SIZES[t] for t in SCALAR_FORMATS}
+#: value type id -> (the type, its struct code, its size), for the numeric and boolean types
+_NUMBER_TYPES = {int(t): (t, f, SCALAR_SIZES[t]) for t, f in SCALAR_FORMATS.items()}
 
 
-class GGUFNumbers(Sequence[Any]):
-    """The items of a numeric or boolean metadata array, kept as the file's little-endian bytes.
-
-    A Python int or float per item would take some 18 times the bytes the file spends on it (a
-    tokenizer's scores, a crafted 10 MB ``uint8`` array); here the items cost their own size.
-    It reads like a read-only list: an index gives the value (``int``, ``float`` widened from
-    float32, ``bool``), a slice a list, iteration the values one at a time, ``==`` compares
-    with any sequence item by item; :meth:`tolist` gives them all as Python values.
-    """
-
-    __slots__ = ("_raw", "_size", "_view", "format")
-
-    def __init__(self, raw: bytes, fmt: str) -> None:
-        self._raw = raw
-        self.format = fmt  # a struct code without byte order: "B", "i", "f", "?"...
-        self._size = struct.calcsize("<" + fmt)
-        # A typed view where the machine reads GGUF's byte order and sizes natively (every
-        # little-endian platform); elsewhere items are unpacked one by one.
-        native = sys.byteorder == "little" and struct.calcsize(fmt) == self._size
-        self._view: memoryview | None = memoryview(raw).cast(fmt) if native else None  # type: ignore[call-overload]
-
-    @property
-    def nbytes(self) -> int:
-        return len(self._raw)
-
-    def __len__(self) -> int:
-        return len(self._raw) // self._size
-
-    @overload
-    def __getitem__(self, index: int) -> Any: ...
-
-    @overload
-    def __getitem__(self, index: slice) -> list[Any]: ...
-
-    def __getitem__(self, index: int | slice) -> Any:
-        if isinstance(index, slice):
-            if self._view is not None:
-                return self._view[index].tolist()
-            return [self[i] for i in range(*index.indices(len(self)))]
-        n = len(self)
-        i = index + n if index < 0 else index
-        if not 0 <= i < n:
-            raise IndexError("GGUF array index out of range")
-        if self._view is not None:
-            return self._view[i]
-        return struct.unpack_from("<" + self.format, self._raw, i * self._size)[0]
-
-    def __iter__(self) -> Iterator[Any]:
-        if self._view is not None:
-            return iter(self._view)
-        return (v for (v,) in struct.iter_unpack("<" + self.format, self._raw))
-
-    def tolist(self) -> list[Any]:
-        return self._view.tolist() if self._view is not None else list(self)
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, Sequence) or isinstance(other, (str, bytes, bytearray)):
-            return NotImplemented
-        return len(self) == len(other) and all(a == b for a, b in zip(self, other))
-
-    __hash__ = None  # type: ignore[assignment]  # mutable-list semantics: like the list it stands for
-
-    def __repr__(self) -> str:
-        shown = ", ".join(map(repr, self[:8]))
-        return f"GGUFNumbers([{shown}{', ...' if len(self) > 8 else ''}], format={self.format!r}, len={len(self)})"
-
-
-@dataclass(frozen=True)
-class GGUFArray:
-    """A metadata array: the type of its items and the items.
-
-    Numbers and booleans are a :class:`GGUFNumbers` (compact), strings a list of str, nested
-    arrays a list of GGUFArrays.
-    """
-
-    item_type: ValueType
-    items: Sequence[Any]
-
-    def __len__(self) -> int:
-        return len(self.items)
-
-
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class GGUFField:
     """One metadata key/value pair; ``offset`` is where the pair starts in the file."""
 
@@ -146,25 +81,6 @@ class GGUFField:
     def plain(self) -> Any:
         """The value as plain Python (arrays as lists, nested arrays as lists of lists)."""
         return plain_value(self.value)
-
-
-def type_name(value_type: ValueType, value: Any = None) -> str:
-    """A value type as text; an array's names its items' type (a nested array's, its first item's)."""
-    if value_type is ValueType.ARRAY and isinstance(value, GGUFArray):
-        first = value.items[0] if value.item_type is ValueType.ARRAY and value.items else None
-        return f"array[{type_name(value.item_type, first)}]"
-    return VALUE_TYPE_NAMES[value_type]
-
-
-def plain_value(value: Any) -> Any:
-    """A metadata value as plain Python: GGUFArrays become lists (recursively).  A numeric
-    array then takes a Python object per item: the tools keep :class:`GGUFNumbers` instead."""
-    if isinstance(value, GGUFArray):
-        if value.item_type is ValueType.ARRAY:
-            return [plain_value(v) for v in value.items]
-        items = value.items
-        return items.tolist() if isinstance(items, GGUFNumbers) else list(items)
-    return value
 
 
 @dataclass(frozen=True)
@@ -246,9 +162,30 @@ class _Cursor:
         self.buf = b""
         self.base = 0
         self.chunk = _FIRST_READ
+        #: while recording (:meth:`record`), the bytes read since, in the windows already left
+        self.pieces: list[bytes] | None = None
+        self.piece_from = 0
+
+    @classmethod
+    def over(cls, data: bytes) -> _Cursor:
+        """A cursor over bytes already in memory: one window, never read again."""
+        c = cls(_no_read, len(data))
+        c.buf = data
+        return c
 
     def remaining(self) -> int:
         return self.size - self.pos
+
+    def record(self) -> None:
+        """Keep every byte read from here on, until :meth:`recorded` (windows move on meanwhile)."""
+        self.pieces = []
+        self.piece_from = self.pos
+
+    def recorded(self) -> bytes:
+        """The bytes read since :meth:`record`, which it stops."""
+        pieces, self.pieces = self.pieces or [], None
+        tail = self.buf[self.piece_from - self.base : self.pos - self.base]
+        return b"".join([*pieces, tail]) if pieces else bytes(tail)
 
     def take(self, n: int, what: str) -> bytes:
         if n > self.size - self.pos:
@@ -270,20 +207,42 @@ class _Cursor:
                     offset=self.pos,
                     wanted=n,
                 )
+            if self.pieces is not None:  # recording: keep what this window held since it began
+                self.pieces.append(self.buf[self.piece_from - self.base : self.pos - self.base])
+                self.piece_from = self.pos
             self.buf, self.base, start = data, self.pos, 0
             self.chunk = min(self.chunk * 2, _MAX_READ)
         self.pos += n
         return self.buf[start : start + n]
+
+    def skip(self, n: int, what: str) -> None:
+        if self.pos + n <= self.base + len(self.buf):
+            self.pos += n
+        else:
+            self.take(n, what)  # checks the length and moves the window on
 
     def unpack(self, fmt: str, what: str) -> Any:
         raw = self.take(struct.calcsize(fmt), what)
         return struct.unpack(fmt, raw)
 
 
+def _no_read(offset: int, length: int) -> bytes:
+    return b""  # a cursor over memory has nothing more to read: its take() reports it as truncated
+
+
 class _Parser:
     def __init__(self, read: Reader, size: int) -> None:
         self.c = _Cursor(read, size)
         self.version = 0
+        self.nested = 0  # arrays inside arrays met so far (MAX_NESTED_ARRAYS)
+
+    @classmethod
+    def over(cls, data: bytes, version: int) -> _Parser:
+        """A parser of a piece of a file of ``version`` already in memory (a nested array's item)."""
+        p = cls(_no_read, 0)
+        p.c = _Cursor.over(data)
+        p.version = version
+        return p
 
     # --- primitives -------------------------------------------------------------------------
     @property
@@ -376,6 +335,87 @@ class _Parser:
         item_type = self.value_type(f"item type of array {key!r}")
         start = self.c.pos
         n = self.count(f"length of array {key!r}")
+        self._check_count(key, item_type, n, start)
+        if item_type in SCALAR_FORMATS:
+            size = SCALAR_SIZES[item_type]
+            raw = self.c.take(n * size, f"array {key!r}")
+            return GGUFArray(item_type, GGUFNumbers(bytes(raw), SCALAR_FORMATS[item_type]))
+        if item_type is ValueType.STRING:
+            return GGUFArray(item_type, self.strings(n, key))
+        # An array of arrays: each item is checked as it would be parsed, but only its offset
+        # is kept, beside the bytes of them all (GGUFArrays parses an item again when asked).
+        c = self.c
+        base = c.pos
+        starts = _array("I" if c.remaining() < 2**32 else "Q")
+        c.record()
+        try:
+            self._walk_arrays(n, key, depth + 1, base, starts)
+        finally:
+            raw = c.recorded()
+        return GGUFArray(item_type, GGUFArrays(raw, starts, partial(_parse_items, self.version, key, depth + 1)))
+
+    def _walk_arrays(self, n: int, key: str, depth: int, base: int, starts: _array[int]) -> None:
+        """Check ``n`` arrays in a row (the items of an array of arrays, at ``depth``), noting
+        where each starts (relative to ``base``).  Arrays of numbers inside the read window
+        are stepped over in a tight loop; any other goes through :meth:`skip_array`."""
+        c = self.c
+        width = 8 if self.wide else 4
+        head = struct.Struct("<IQ" if self.wide else "<II")
+        if self.nested + n > MAX_NESTED_ARRAYS:
+            self._too_many_arrays(key, self.nested + n)
+        done = 0
+        while done < n:
+            if depth > MAX_ARRAY_DEPTH:
+                break  # the careful path below raises
+            buf, at = c.buf, c.base
+            p, end = c.pos - at, len(buf)
+            while done < n and p + 4 + width <= end:
+                item_type, count = head.unpack_from(buf, p)
+                size = _NUMBER_SIZES.get(item_type)
+                q = p + 4 + width + count * size if size is not None else end + 1
+                if q > end:
+                    break
+                starts.append(at + p - base)
+                p = q
+                done += 1
+                self.nested += 1
+            c.pos = at + p
+            if done < n:
+                starts.append(c.pos - base)
+                self.skip_array(key, depth)
+                done += 1
+        while done < n:
+            starts.append(c.pos - base)
+            self.skip_array(key, depth)
+            done += 1
+
+    def skip_array(self, key: str, depth: int) -> None:
+        """Check an array that is an item of an array (at ``depth``) as :meth:`array` would, keeping nothing."""
+        if self.nested >= MAX_NESTED_ARRAYS:
+            self._too_many_arrays(key, self.nested + 1)
+        self.nested += 1
+        if depth > MAX_ARRAY_DEPTH:
+            raise GGUFError(f"{key!r}: arrays nested more than {MAX_ARRAY_DEPTH} deep", code="nesting", key=key)
+        item_type = self.value_type(f"item type of array {key!r}")
+        start = self.c.pos
+        n = self.count(f"length of array {key!r}")
+        self._check_count(key, item_type, n, start)
+        if item_type in SCALAR_FORMATS:
+            self.c.skip(n * SCALAR_SIZES[item_type], f"array {key!r}")
+        elif item_type is ValueType.STRING:
+            self.strings(n, key)  # checked (lengths, UTF-8) and dropped
+        else:
+            for _ in range(n):
+                self.skip_array(key, depth + 1)
+
+    def _too_many_arrays(self, key: str, total: int) -> None:
+        raise GGUFError(
+            f"array {key!r} at offset {self.c.pos} brings the arrays inside arrays to {total:,}, over the "
+            f"{MAX_NESTED_ARRAYS:,} read from a GGUF file (llama.cpp reads none)",
+            code="too_many_arrays", key=key, offset=self.c.pos, count=total, limit=MAX_NESTED_ARRAYS,
+        )
+
+    def _check_count(self, key: str, item_type: ValueType, n: int, start: int) -> None:
         need = n * self.min_size(item_type)
         if need > self.c.remaining():
             raise GGUFError(
@@ -386,13 +426,6 @@ class _Parser:
                 offset=start,
                 count=n,
             )
-        if item_type in SCALAR_FORMATS:
-            size = SCALAR_SIZES[item_type]
-            raw = self.c.take(n * size, f"array {key!r}")
-            return GGUFArray(item_type, GGUFNumbers(bytes(raw), SCALAR_FORMATS[item_type]))
-        if item_type is ValueType.STRING:
-            return GGUFArray(item_type, self.strings(n, key))
-        return GGUFArray(item_type, [self.value(item_type, key, depth) for _ in range(n)])
 
     # --- sections ---------------------------------------------------------------------------
     def parse(self) -> GGUFHeader:
@@ -408,6 +441,12 @@ class _Parser:
                             code="unsupported_version", version=self.version)
         n_tensors = self.count("tensor count")
         n_kv = self.count("metadata count")
+        if n_kv > MAX_METADATA_KEYS:
+            raise GGUFError(
+                f"metadata count {n_kv:,} is over the {MAX_METADATA_KEYS:,} keys read from a GGUF file "
+                "(real files have some dozens)",
+                code="too_many_keys", count=n_kv, limit=MAX_METADATA_KEYS,
+            )
         kv_min = (8 if self.wide else 4) + 4 + 1  # key length, type, smallest value
         if n_kv * kv_min > c.remaining():
             raise GGUFError(
@@ -458,6 +497,26 @@ class _Parser:
         return GGUFTensorInfo(name, dims, int(type_id), int(offset), start)
 
 
+def _parse_items(version: int, key: str, depth: int, raw: bytes, n: int) -> Iterator[GGUFArray]:
+    """The first ``n`` items of an array of arrays in ``raw``, one after the other, from their
+    bytes (checked when the file was parsed): one parser for them all."""
+    parser = _Parser.over(raw, version)
+    c = parser.c
+    head = struct.Struct("<IQ" if version >= 2 else "<II")
+    for _ in range(n):
+        # An array of numbers (the common item) is cut out of the bytes directly; any other
+        # item goes through the parser.
+        p = c.pos
+        number = _NUMBER_TYPES.get(head.unpack_from(raw, p)[0]) if p + head.size <= len(raw) else None
+        if number is None:
+            yield parser.array(key, depth)
+            continue
+        value_type, fmt, size = number
+        start = p + head.size
+        c.pos = end = start + head.unpack_from(raw, p)[1] * size
+        yield GGUFArray(value_type, GGUFNumbers(raw[start:end], fmt))
+
+
 def _alignment(fields: dict[str, GGUFField]) -> tuple[int, str | None]:
     f = fields.get("general.alignment")
     if f is None:
@@ -482,12 +541,18 @@ def parse_gguf_bytes(data: bytes) -> GGUFHeader:
 
 
 __all__ = [
+    "MAX_ARRAY_DEPTH",
     "MAX_DIMS",
+    "MAX_METADATA_KEYS",
+    "MAX_NESTED_ARRAYS",
     "GGUFArray",
+    "GGUFArrayValues",
+    "GGUFArrays",
     "GGUFField",
     "GGUFHeader",
     "GGUFNumbers",
     "GGUFTensorInfo",
+    "array_values",
     "is_gguf",
     "parse_gguf_bytes",
     "parse_gguf_header",

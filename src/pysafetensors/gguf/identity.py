@@ -17,6 +17,7 @@ from typing import Any
 
 from .header import GGUFArray, GGUFHeader, GGUFNumbers
 from .types import ValueType
+from .values import joined_text
 
 #: bytes per element for the types weight-inspect counts; every other (quantized) type counts 0
 _ELEMENT_BYTES = {"f32": 4, "i32": 4, "f16": 2, "i16": 2, "bf16": 2, "i8": 1, "i64": 8, "f64": 8}
@@ -47,9 +48,9 @@ def canonical_value(value_type: ValueType, value: Any) -> str:
         if isinstance(items, GGUFNumbers):
             parts = [",".join(_canonical_numbers(value.item_type, items[lo : lo + _CHUNK]))
                      for lo in range(0, len(items), _CHUNK)]
-        else:
-            parts = [canonical_value(value.item_type, item) for item in items]
-        return "[" + ",".join(parts) + "]"
+            return "[" + ",".join(parts) + "]"
+        # Strings, or arrays (made as they are read): their text joined a chunk at a time.
+        return "[" + joined_text(items, lambda item: canonical_value(value.item_type, item), ",") + "]"
     if value_type is ValueType.STRING:
         return _escape(value)
     if value_type is ValueType.BOOL:

@@ -18,10 +18,11 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import io
+import shlex
 import threading
 from typing import Any
 
-from ..errors import WriteError
+from ..errors import UploadNotAborted, WriteError
 
 
 class _PartBody(io.RawIOBase):
@@ -157,7 +158,8 @@ class S3MultipartUpload:
     def discard(self) -> None:
         """Abort: stop the parts in flight and wait until they have stopped, then
         AbortMultipartUpload, repeated (up to 3 times) while S3 still lists the upload, as S3
-        asks of a part that raced the abort."""
+        asks of a part that raced the abort.  An upload that stays (every abort failed, or S3
+        still lists it) raises UploadNotAborted naming it and the command that removes it."""
         self.closed = True
         self._buf = bytearray()
         pending, self._pending = self._pending, []
@@ -168,12 +170,31 @@ class S3MultipartUpload:
         if self.upload_id is None:
             return
         upload_id, self.upload_id = self.upload_id, None
+        reason = "S3 still lists it after 3 aborts"
         for _ in range(3):
-            self._sync("abort_multipart_upload", Bucket=self.bucket, Key=self.key, UploadId=upload_id)
+            try:
+                self._sync("abort_multipart_upload", Bucket=self.bucket, Key=self.key, UploadId=upload_id)
+            except Exception as e:  # noqa: BLE001 - every failure is reported the same way, below
+                reason = f"{type(e).__name__}: {e}" if str(e) else type(e).__name__
+                continue
             try:
                 self._sync("list_parts", Bucket=self.bucket, Key=self.key, UploadId=upload_id)
             except Exception:  # noqa: BLE001 - NoSuchUpload: gone, as it should be
                 return
+            reason = "S3 still lists it after 3 aborts"
+        raise not_aborted(self.bucket, self.key, upload_id, reason)
 
 
-__all__ = ["S3MultipartUpload"]
+def not_aborted(bucket: str, key: str, upload_id: str, reason: str) -> UploadNotAborted:
+    """The error for an upload left behind: its id, and the command that removes it."""
+    command = " ".join(["aws s3api abort-multipart-upload", "--bucket", shlex.quote(bucket), "--key", shlex.quote(key),
+                        "--upload-id", shlex.quote(upload_id)])
+    return UploadNotAborted(
+        f"the multipart upload {upload_id} of s3://{bucket}/{key} could not be aborted ({reason[:300]}); S3 keeps "
+        f"the parts it holds, billed, until it is: remove it with `{command}` (or an S3 lifecycle rule "
+        "AbortIncompleteMultipartUpload)",
+        bucket=bucket, key=key, upload_id=upload_id,
+    )
+
+
+__all__ = ["S3MultipartUpload", "not_aborted"]

@@ -19,6 +19,9 @@ How a file gets to the store, and what a reader can see on the way:
   object never appears but the parts already sent stay, billed, as a pending multipart
   upload; on other stores the temporary object stays.  :func:`remove_stale_uploads` lists and
   removes both; an S3 lifecycle rule (``AbortIncompleteMultipartUpload``) does it server side.
+  A save that fails and whose abort fails too (the network gone) raises
+  :class:`~pysafetensors.errors.UploadNotAborted`, naming the upload id and the
+  ``aws s3api abort-multipart-upload`` command that removes it.
 
 ``durable=True`` means the store acknowledged the final commit and the object is there at its
 full size (one extra ``info``/HEAD request after the commit).  ``http(s)://`` targets are
@@ -30,12 +33,14 @@ from __future__ import annotations
 import contextlib
 import os
 import posixpath
+import sys
 import tempfile
+import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .._optional import require
-from ..errors import MissingBackend, SafetensorError, UnwritableTarget, WriteError
+from ..errors import MissingBackend, SafetensorError, UnwritableTarget, UploadNotAborted, WriteError
 from ._fsspec import _BACKEND_MODULES
 from ._s3_upload import S3MultipartUpload
 from .redact import redact_text, redact_url
@@ -201,7 +206,7 @@ class RemoteFileSink(CommitOnExit):
                 try:
                     f.write(view[start : start + _CHUNK])
                 except Exception as e:  # noqa: BLE001
-                    raise _write_error("writing", self.path, e) from None
+                    raise self._failed("writing", e) from None
             self.bytes_written += len(view)
 
     def pwrite(self, buffer: Buffer, offset: int) -> None:
@@ -219,9 +224,9 @@ class RemoteFileSink(CommitOnExit):
             f.close()  # S3: the last parts, then CompleteMultipartUpload (or one PUT)
             self.fs.invalidate_cache(self.key)
         except BaseException as e:
-            self._cleanup()
             if isinstance(e, Exception):
-                raise _write_error("saving", self.path, e) from None
+                raise self._failed("saving", e) from None
+            _leave_word(self._cleanup())
             raise
         if not self.multipart:
             try:
@@ -247,20 +252,55 @@ class RemoteFileSink(CommitOnExit):
                 url=self.path,
             )
 
-    def _cleanup(self) -> None:
+    def _cleanup(self) -> UploadNotAborted | None:
+        """Throw the upload away; an S3 upload that could not be aborted is returned (not raised:
+        the caller says it beside the error that brought it here)."""
+        left = None
         if self._file is not None:
-            with contextlib.suppress(Exception):  # best effort: the error being raised matters more
+            try:
                 _discard(self._file)
+            except UploadNotAborted as e:
+                left = e
+            except Exception:  # noqa: BLE001, S110 - best effort: the error being raised matters more
+                pass
         if not self.multipart and self._file is not None:
             with contextlib.suppress(Exception):  # never created, or already gone
                 self.fs.rm(self.write_key)
+        return left
+
+    def _failed(self, doing: str, e: BaseException) -> SafetensorError:
+        """The error for a write or a commit that failed, raised after the upload is thrown away:
+        when that fails too, the error names the upload left behind and how to remove it."""
+        self._done = True
+        left = self._cleanup()
+        error = _write_error(doing, self.path, e)
+        if left is None:
+            return error
+        return UploadNotAborted(f"{error}; then {left}", **{**vars(left), "url": self.path})
 
     def abort(self) -> None:
-        """Discard everything written: abort the multipart upload / remove the temp object."""
+        """Discard everything written: abort the multipart upload / remove the temp object.
+
+        An S3 upload that cannot be aborted raises UploadNotAborted when nothing else is being
+        raised; while another error is on its way up (the reason for the abort), that error gets
+        the upload's description as a note (Python 3.11+) and it is also given as a warning."""
         if self._done:
             return
         self._done = True
-        self._cleanup()
+        left = self._cleanup()
+        if left is not None and sys.exc_info()[1] is None:
+            raise left
+        _leave_word(left)
+
+
+def _leave_word(left: UploadNotAborted | None) -> None:
+    """Tell about an upload left behind while another exception is being raised."""
+    if left is None:
+        return
+    current = sys.exc_info()[1]
+    if current is not None and hasattr(current, "add_note"):
+        current.add_note(str(left))
+    warnings.warn(str(left), RuntimeWarning, stacklevel=3)
 
 
 class StagedUploadSink(CommitOnExit):

@@ -18,16 +18,22 @@ from contextlib import AbstractContextManager, nullcontext
 from typing import Any, Protocol
 
 
-def to_jsonable(obj: Any) -> Any:
-    """Dataclasses/tuples/sequences -> dicts/lists; non-finite floats -> "nan"/"inf"/"-inf" (JSON has none)."""
+def to_jsonable(obj: Any, compact: Callable[[Sequence[Any]], Any] | None = None) -> Any:
+    """Dataclasses/tuples/sequences -> dicts/lists; non-finite floats -> "nan"/"inf"/"-inf" (JSON has none).
+
+    ``compact``, when given, stands in for every read-only sequence that is not a list or tuple
+    (a GGUF metadata array, kept as the file's bytes): its result is used as it is, so the
+    caller can render such an array a chunk at a time instead of as a Python object per item.
+    """
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        return {f.name: to_jsonable(getattr(obj, f.name)) for f in dataclasses.fields(obj) if not f.name.startswith("_")}
+        return {f.name: to_jsonable(getattr(obj, f.name), compact) for f in dataclasses.fields(obj)
+                if not f.name.startswith("_")}
     if isinstance(obj, dict):
-        return {str(k): to_jsonable(v) for k, v in obj.items()}
+        return {str(k): to_jsonable(v, compact) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
-        return [to_jsonable(v) for v in obj]
-    if isinstance(obj, Sequence) and not isinstance(obj, (str, bytes, bytearray)):  # a GGUF numeric array
-        return [to_jsonable(v) for v in obj]
+        return [to_jsonable(v, compact) for v in obj]
+    if isinstance(obj, Sequence) and not isinstance(obj, (str, bytes, bytearray)):  # a GGUF metadata array
+        return compact(obj) if compact is not None else [to_jsonable(v) for v in obj]
     if isinstance(obj, float) and not math.isfinite(obj):
         return "nan" if math.isnan(obj) else ("inf" if obj > 0 else "-inf")
     return obj

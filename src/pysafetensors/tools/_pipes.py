@@ -16,6 +16,7 @@ from ..errors import SourceError
 from ..format.header import HEADER_CAP, N_LEN
 from ..gguf.header import is_gguf
 from ..io.registry import url_scheme
+from ..io.regular import file_kind
 from ..io.sources import MemorySource
 
 # A pipe or character device is read into memory; this bounds what its header may claim.
@@ -55,14 +56,16 @@ def read_stream(path: str) -> bytes:
     """The bytes of a pipe, FIFO or character device: the length prefix, the header, then the
     data region the header declares plus one byte (so trailing bytes are reported), never more
     than STREAM_CAP.  Opened non-blocking so a FIFO without a writer reads as empty instead of
-    hanging; the reads themselves block as for any pipe.
+    hanging; the reads themselves block as for any pipe.  A stream that ends before the 8-byte
+    length prefix is a SourceError saying what it is (:func:`too_short`; its ``code`` is
+    ``header_too_small``, the problem ``validate`` lists for such a file).
     """
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     try:
         os.set_blocking(fd, True)
         data = _read_exact(fd, N_LEN)
         if len(data) < N_LEN:
-            return data
+            raise too_short(path, os.fstat(fd).st_mode, len(data), N_LEN)
         if is_gguf(data):
             data += _read_exact(fd, STREAM_CAP + 1 - N_LEN)
             if len(data) > STREAM_CAP:
@@ -89,6 +92,20 @@ def read_stream(path: str) -> bytes:
         return data + _read_exact(fd, end + 1)
     finally:
         os.close(fd)
+
+
+def too_short(path: str, mode: int, got: int, need: int) -> SourceError:
+    """The error for a stream that ended before its first ``need`` bytes: it names what the
+    input is (a FIFO, a character device...), not "a file of 0 bytes": an empty FIFO is one no
+    program wrote to, ``/dev/null`` a device, and neither is a truncated file."""
+    kind = file_kind(mode)
+    what = f"{path}: {kind}, not a regular file"
+    if got == 0:
+        hint = " (no program wrote to it before closing it)" if stat.S_ISFIFO(mode) else ""
+        return SourceError(f"{what}, and it gave no bytes{hint}: there is no safetensors or GGUF file to read",
+                           size=0, kind=kind, code="header_too_small")
+    return SourceError(f"{what}, and it ended after {got} bytes, before the {need} bytes a safetensors or GGUF "
+                       "file starts with", size=got, kind=kind, code="header_too_small")
 
 
 def is_stream(mode: int) -> bool:

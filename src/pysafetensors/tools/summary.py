@@ -22,7 +22,7 @@ from operator import attrgetter, itemgetter, sub
 from typing import Any, TypeVar
 
 from ..format._gcpause import paused_gc
-from ..gguf.header import GGUFArray, GGUFNumbers
+from ..gguf.header import GGUFArray, array_values
 from ._base import JsonResult
 from .checkpoint import (
     AnyCheckpoint,
@@ -82,7 +82,7 @@ class GGUFTensorRow(TensorRow):
 @dataclass
 class GGUFMetadataEntry(JsonResult):
     type: str  # uint32, string, array[string], array[array[int32]]...
-    value: Any  # in full: a number, bool, string, a (nested) list, or GGUFNumbers (a numeric array)
+    value: Any  # in full: a number, bool, string, or an array's items (gguf.header.array_values: a read-only sequence)
     count: int | None = None  # items, for an array
 
 
@@ -233,10 +233,12 @@ def _summarize_gguf(ckpt: GGUFCheckpoint, patterns: Sequence[str] | None, tree: 
     header = ckpt.header
     entries = {}
     for key, f in header.fields.items():
-        # A numeric array stays compact (GGUFNumbers): text shows its first items, JSON lists it.
-        compact = isinstance(f.value, GGUFArray) and isinstance(f.value.items, GGUFNumbers)
-        value = f.value.items if compact else f.plain()
-        entries[key] = GGUFMetadataEntry(f.type_name, value, len(f.value) if isinstance(f.value, GGUFArray) else None)
+        # An array stays compact (numbers as GGUFNumbers, arrays of arrays made when read):
+        # text shows its first items, JSON lists it.
+        if isinstance(f.value, GGUFArray):
+            entries[key] = GGUFMetadataEntry(f.type_name, array_values(f.value), len(f.value))
+        else:
+            entries[key] = GGUFMetadataEntry(f.type_name, f.value)
     return _summary(
         GGUFSummary, ckpt, columns, rows, patterns, tree,
         metadata=None,
@@ -264,7 +266,7 @@ def _scalar(value: Any, type_name: str, limit: int | None = None) -> str:
     if isinstance(value, str):
         text = json.dumps(value, ensure_ascii=False)
         return text if limit is None or len(text) <= limit else text[: limit - 4] + '..."'
-    if isinstance(value, (list, GGUFNumbers)):
+    if isinstance(value, Sequence):  # an array's items (a list, GGUFNumbers, GGUFArrayValues)
         inner = type_name[len("array["):-1] if type_name.startswith("array[") else type_name
         shown = [_scalar(v, inner, ITEM_CHARS) for v in value[:ARRAY_ITEMS]]
         return "[" + ", ".join(shown) + (", ..." if len(value) > ARRAY_ITEMS else "") + "]"

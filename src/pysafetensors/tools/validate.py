@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import HeaderError
+from ..errors import HeaderError, SourceError
 from ..format.header import Header, parse_header
 from ..format.index import check_shard
 from ..format.rules import check_header
@@ -79,7 +79,16 @@ def validate_file(path: str, storage_options: Mapping[str, Any] | None = None) -
     """Validate one file: a local path or a URL (only its header is read), or a pipe
     (``/dev/stdin``, read into memory up to what its header declares, as every tool reads one);
     a GGUF file (by its magic) is checked by :func:`pysafetensors.gguf.check.validate_gguf`."""
-    stream = stream_source(path)
+    try:
+        stream = stream_source(path)
+    except SourceError as e:
+        if getattr(e, "code", None) != "header_too_small":
+            raise
+        # A FIFO or device that ended before 8 bytes: the problem a file as short has, in words
+        # that say what the input is.
+        short = ValidateResult(path, False, getattr(e, "size", 0))
+        short.problems.append(Problem("header_too_small", str(e).removeprefix(f"{path}: ")))
+        return short
     source = stream if stream is not None else open_source(path, "pread", storage_options)
     try:
         size = source.size

@@ -11,18 +11,29 @@ attacker-controlled, so the server:
   ``localhost:PORT`` or the explicit ``--host``), which defeats DNS rebinding;
 - is read-only: endpoints take a tensor *name* and an input *number*, never a path or URL, so
   nothing but the inputs given on the command line can be opened;
-- sends a strict Content-Security-Policy and ``nosniff`` with every reply.
+- sends a strict Content-Security-Policy and ``nosniff`` with every reply;
+- reads no request body: a request that announces one (and any method but GET and HEAD) is
+  answered, then its connection closed, so a body is never read as the next request;
+- gives each request :attr:`ViewServer.request_timeout` seconds, in all, to arrive (request line
+  and headers; an idle kept-alive connection waits as long for its next one), and holds at most
+  :attr:`ViewServer.max_connections` connections: a new one past that closes the one that has
+  waited longest without sending a whole request, so slow or idle connections cannot pin a
+  thread each while real requests still get through.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hmac
 import http.server
+import io
 import json
 import mimetypes
 import re
 import secrets
 import socket
+import threading
+import time
 import urllib.parse
 from importlib import resources
 from typing import Any
@@ -43,15 +54,28 @@ def static_bytes(name: str) -> bytes:
 
 
 class ViewServer(http.server.ThreadingHTTPServer):
-    """A ThreadingHTTPServer that knows its token, the hosts it answers to, and the session."""
+    """A ThreadingHTTPServer that knows its token, the hosts it answers to, and the session.
+
+    Each accepted connection is tracked (``_connections``: socket -> [state, since]) from its
+    accept until its thread ends: "waiting" while a request is on its way (or none yet),
+    "busy" while one is answered.  That is what the connection cap works on."""
 
     daemon_threads = True
     block_on_close = False
+    #: seconds a request (its line and headers) may take to arrive, from the connection's accept
+    #: or the previous reply; also how long an idle kept-alive connection stays open
+    request_timeout = 20.0
+    #: seconds a reply may take to be sent (a client that stops reading gives up its thread then)
+    response_timeout = 300.0
+    #: connections held at once; one more closes the longest-waiting one that sent no whole request
+    max_connections = 64
 
     def __init__(self, session: ViewSession, host: str = "127.0.0.1", port: int = 0) -> None:
         self.session = session
         self.token = secrets.token_urlsafe(24)
         self.bind_host = host
+        self._connections: dict[socket.socket, list[Any]] = {}
+        self._connections_lock = threading.Lock()
         if ":" in host:
             self.address_family = socket.AF_INET6
         super().__init__((host, port), _Handler)
@@ -80,13 +104,108 @@ class ViewServer(http.server.ThreadingHTTPServer):
         if not isinstance(sys.exc_info()[1], (ConnectionError, TimeoutError)):
             super().handle_error(request, client_address)  # a browser closing a connection is no error
 
+    # --- the connection cap ---------------------------------------------------------------------
+    def process_request(self, request: Any, client_address: Any) -> None:
+        with self._connections_lock:
+            room = len(self._connections) < self.max_connections or self._evict_longest_waiting()
+            if room:
+                self._connections[request] = ["waiting", time.monotonic()]
+        if not room:  # every connection is busy answering: this one is closed unanswered
+            self.shutdown_request(request)
+            return
+        super().process_request(request, client_address)
+
+    def _evict_longest_waiting(self) -> bool:
+        """Close the connection that has waited longest for a whole request (its thread then
+        reads the end of the stream and ends); False when every connection is busy."""
+        waiting = [(since, sock) for sock, (state, since) in self._connections.items() if state == "waiting"]
+        if not waiting:
+            return False
+        _, sock = min(waiting, key=lambda entry: entry[0])
+        del self._connections[sock]
+        with contextlib.suppress(OSError):
+            sock.shutdown(socket.SHUT_RDWR)
+        return True
+
+    def mark(self, request: Any, state: str) -> None:
+        """A tracked connection is now "waiting" (for a request) or "busy" (answering one)."""
+        with self._connections_lock:
+            entry = self._connections.get(request)
+            if entry is not None:
+                entry[0], entry[1] = state, time.monotonic()
+
+    def shutdown_request(self, request: Any) -> None:
+        with self._connections_lock:
+            self._connections.pop(request, None)
+        super().shutdown_request(request)
+
+    def server_close(self) -> None:
+        """Stop listening, and end every open connection (their threads then end at once)."""
+        super().server_close()
+        with self._connections_lock:
+            open_now, self._connections = list(self._connections), {}
+        for sock in open_now:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+
+
+class _DeadlineReader(io.RawIOBase):
+    """A connection's reads, each given only what is left of the request's deadline
+    (``handler.deadline``): a request trickled in a byte at a time still ends on time.  With no
+    deadline (a reply being sent), the server's response timeout."""
+
+    def __init__(self, handler: _Handler) -> None:
+        super().__init__()
+        self._handler = handler
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        handler = self._handler
+        sock = handler.connection
+        if handler.deadline is None:
+            sock.settimeout(handler.server.response_timeout)
+        else:
+            left = handler.deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError("the request did not arrive in time")
+            sock.settimeout(left)
+        return int(sock.recv_into(buffer))
+
 
 class _Handler(http.server.BaseHTTPRequestHandler):
     server: ViewServer
     protocol_version = "HTTP/1.1"
+    deadline: float | None = None
 
     def log_message(self, format: str, *args: Any) -> None:
         pass  # the terminal shows the URL and errors, not an access log
+
+    # --- one request at a time, each on time, never a body --------------------------------------
+    def setup(self) -> None:
+        super().setup()
+        self.rfile = io.BufferedReader(_DeadlineReader(self), 64 * 1024)
+
+    def handle_one_request(self) -> None:
+        self.deadline = time.monotonic() + self.server.request_timeout
+        self.server.mark(self.request, "waiting")
+        super().handle_one_request()
+
+    def parse_request(self) -> bool:
+        ok = super().parse_request()
+        self.deadline = None  # the request is in: now the reply, under the response timeout
+        self.connection.settimeout(self.server.response_timeout)
+        self.server.mark(self.request, "busy")
+        # No body is ever read: a request announcing one (or any method but GET and HEAD) is
+        # answered, then its connection closed, so its body is never taken for a request.
+        headers = getattr(self, "headers", None)  # unset when the request line itself was refused
+        has_body = headers is not None and (
+            headers.get("Transfer-Encoding") is not None or (headers.get("Content-Length") or "0").strip() != "0"
+        )
+        if has_body or self.command not in ("GET", "HEAD"):
+            self.close_connection = True
+        return ok
 
     # --- checks -----------------------------------------------------------------------------
     def _host_ok(self) -> bool:
@@ -120,6 +239,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         self.send_header("Cache-Control", "no-store")
         for k, v in (extra or {}).items():
             self.send_header(k, v)
+        if self.close_connection:
+            self.send_header("Connection", "close")
         self.end_headers()
         if self.command != "HEAD":
             self.wfile.write(body)
