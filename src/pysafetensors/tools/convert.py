@@ -21,7 +21,7 @@ from ..convert import ConversionReport, convert_file
 from ..convert.streams import is_stream, spooled
 from ..errors import SafetensorError
 from ..format.dtypes import BY_CODE
-from ..gguf.convert import GGUFConversion, convert_gguf, output_code
+from ..gguf.convert import GGUFConversion, convert_gguf, output_code, plan_tensors
 from ..gguf.header import is_gguf
 from ..gguf.reader import GGUFFile
 from ..io.protocols import ByteSource
@@ -74,12 +74,13 @@ def gguf_source(path: str, storage_options: Mapping[str, Any] | None = None,
     return None
 
 
-def gguf_output_bytes(gguf: GGUFFile, dtype: str) -> int:
+def gguf_output_bytes(gguf: GGUFFile, dtype: str, hf: bool = False) -> int:
     """Tensor bytes the conversion of ``gguf`` under ``dtype`` writes; refuses ``dtype="keep"``
     on a quantized tensor (GGUFUnsupported) before anything is written."""
     total = 0
-    for t in gguf.header.tensors:
-        total += t.n_elements * BY_CODE[output_code(t.type_name, dtype, t.name)].bits // 8
+    for t in plan_tensors(gguf.header, hf).tensors:
+        info = gguf.info(t.source)
+        total += t.nelements * BY_CODE[output_code(info.type_name, dtype, info.name, t.dtype)].bits // 8
     return total
 
 
@@ -91,7 +92,7 @@ def _convert_gguf(source: ByteSource, shown: str, output: str, key: str | None, 
     try:
         with GGUFFile(source) as gguf:
             chosen = dtype or "f32"
-            total = gguf_output_bytes(gguf, chosen)
+            total = gguf_output_bytes(gguf, chosen, hf_names)
             with progress(total, "converting") as bar:
                 report = convert_gguf(gguf, output, dtype=chosen, hf=hf_names, progress=bar.update,
                                       durable=True, metadata=metadata)
