@@ -145,3 +145,33 @@ def test_quantized_files_match_gguf_py_dequantize_through_transformers(name: str
             else:
                 parts = [ours[f"{layer}.mlp.experts.{e}.{p}_proj.weight"] for p in ("gate", "up")]
             assert np.array_equal(np.concatenate(parts), stacked[e]), (key, e)
+
+
+@pytest.mark.parametrize("name", sorted(ARCHS))
+def test_diff_of_the_gguf_against_its_source(name: str, llamacpp_models: Any) -> None:
+    """``diff`` reads the GGUF as the same checkpoint ``--hf-names`` writes: against the source
+    every tensor is there, with its shape, and equal (``A_log`` within the rounding of exp/log)."""
+    from pysafetensors.tools.diff import GGUFDiffResult, diff_files
+
+    files = llamacpp_models[name]
+    r = diff_files(str(files["f32"]), str(files["hf"] / "model.safetensors"), values=True)
+    assert isinstance(r, GGUFDiffResult)
+    assert (r.tensors_added, r.tensors_removed, r.tensors_changed) == ([], [], []), r
+    assert r.unmapped == [] and r.left_in_gguf_order == {}
+    for v in r.values or []:
+        assert v.compared and (v.differing == 0 or v.name.endswith(LOSSY)), v
+        if v.differing:
+            assert v.max_abs_diff is not None and v.max_abs_diff < 2**-20, v
+    assert r.same == (not any(v.differing for v in r.values or []))
+
+
+def test_cli_names_what_it_undid(llamacpp_models: Any, tmp_path: Path) -> None:
+    from gguf_helpers import run_cli
+
+    code, out, err = run_cli("convert", llamacpp_models["gpt2"]["f32"], tmp_path / "g.safetensors", "--hf-names")
+    assert code == 0, err
+    assert "  layout: llama.cpp's changes undone in 8 tensors (T; --json lists them)" in out.splitlines()
+    code, out, err = run_cli("convert", llamacpp_models["gemma3"]["f32"], tmp_path / "m.safetensors", "--hf-names")
+    assert code == 0 and "(minus1; --json lists them)" in out, out
+    code, out, err = run_cli("convert", llamacpp_models["gemma4"]["f32"], tmp_path / "4.safetensors", "--hf-names")
+    assert code == 0 and "  left out 1 tensor llama.cpp generated: rope_freqs.weight" in out.splitlines(), out

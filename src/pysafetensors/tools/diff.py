@@ -37,7 +37,9 @@ from typing import Any, TypeVar
 from ..errors import TensorNotFound
 from ..format.header import TensorInfo
 from ..gguf.convert import metadata_string
-from ..gguf.names import hf_candidates, hf_names, qk_order
+from ..gguf.hf_map import MappedTensor, mapped_bytes, plan_hf
+from ..gguf.names import hf_candidates
+from ..gguf.reader import value_dtype
 from ._base import JsonResult, Progress, no_progress
 from ._chunks import iter_chunks
 from .checkpoint import (
@@ -109,6 +111,10 @@ class GGUFDiffResult(DiffResult):
     unpermuted: list[str] = field(default_factory=list)  # q/k tensors whose rows were put back in HF order
     #: shown name -> why its rows are compared in GGUF order although llama.cpp may have rearranged them
     left_in_gguf_order: dict[str, str] = field(default_factory=dict)
+    #: shown name -> the layout change llama.cpp made that was undone before comparing (``T``, ``split``...)
+    layout_changes: dict[str, str] = field(default_factory=dict)
+    #: GGUF name -> why it is left out of the comparison (a tensor llama.cpp generated)
+    dropped: dict[str, str] = field(default_factory=dict)
 
 
 _R = TypeVar("_R", bound=DiffResult)
@@ -375,17 +381,37 @@ class _Side:
     """One checkpoint as a diff sees it: tensors under the names shown, in file order."""
 
     ckpt: AnyCheckpoint
-    own: dict[str, str]  # shown name -> the checkpoint's name
+    own: dict[str, str]  # shown name -> the checkpoint's name (a GGUF source tensor for a mapped side)
     descs: dict[str, TensorDesc]  # by shown name
-    heads: dict[str, int] = field(default_factory=dict)  # GGUF name -> heads to un-permute with
-    mapped: bool = False
-    left: dict[str, str] = field(default_factory=dict)  # GGUF name -> why its rows stay in GGUF order
+    mapped: dict[str, MappedTensor] = field(default_factory=dict)  # shown name -> how a GGUF tensor is read
+    left: dict[str, str] = field(default_factory=dict)  # shown name -> why its rows stay in GGUF order
+    layout: dict[str, str] = field(default_factory=dict)  # shown name -> the layout change undone
+    dropped: dict[str, str] = field(default_factory=dict)  # GGUF name -> why it is not compared
+
+    @property
+    def is_mapped(self) -> bool:
+        return bool(self.mapped)
 
     def values(self, shown: list[str]) -> Iterator[tuple[ValueTensor, TensorBytes]]:
+        if self.mapped and isinstance(self.ckpt, GGUFCheckpoint):
+            ckpt = self.ckpt
+            return ((MappedValue(n, self.mapped[n].dtype, self.mapped[n].shape),
+                     mapped_bytes(ckpt.file, self.mapped[n])) for n in shown)
         names = [self.own[n] for n in shown]
-        if isinstance(self.ckpt, GGUFCheckpoint):
-            return iter(self.ckpt.stream(names, self.heads))
         return iter(self.ckpt.stream(names))
+
+
+@dataclass(frozen=True)
+class MappedValue:
+    """A GGUF tensor as the Hugging Face tensor it maps to (:class:`ValueTensor`)."""
+
+    name: str
+    dtype: Any
+    shape: tuple[int, ...]
+
+    @property
+    def nelements(self) -> int:
+        return math.prod(self.shape)
 
 
 def _plain_side(ckpt: AnyCheckpoint) -> _Side:
@@ -397,23 +423,39 @@ def _plain_side(ckpt: AnyCheckpoint) -> _Side:
 
 
 def _mapped_side(ckpt: GGUFCheckpoint, other: set[str]) -> tuple[_Side, list[str]]:
-    """The GGUF's tensors under Hugging Face names, when that matches more of ``other``: of the
-    names gguf-py knows for a tensor, the one ``other`` holds, else :func:`hf_names`' choice."""
+    """The GGUF's tensors as the Hugging Face checkpoint they map to (:func:`plan_hf`: the
+    architecture's table; without one, of the names gguf-py knows for a tensor, the one ``other``
+    holds), when that matches more of ``other`` than the GGUF names do."""
     plain = _plain_side(ckpt)
-    mapping = hf_names(ckpt.header)
+    mapping = plan_hf(ckpt.header)
     candidates = hf_candidates(ckpt.header)
-    own: dict[str, str] = {}
-    for t in ckpt.tensors:
-        held = [c for c in candidates.get(t.name, []) if c in other]
-        shown = held[0] if held else mapping.hf.get(t.name, t.name)
-        if shown in own:  # two GGUF names for one HF name: keep the second as it is
-            shown = t.name
-        own[shown] = t.name
-    if len(other & set(own)) <= len(other & set(plain.own)):
+    mapped: dict[str, MappedTensor] = {}
+    planned: dict[str, str] = {}  # shown name -> the name plan_hf gave
+    for t in mapping.tensors:
+        held = [c for c in candidates.get(t.source, []) if c in other] if t.name not in other else []
+        if held and t.piece is None:
+            # Another checkpoint layout gguf-py knows (Meta's layers.N.attention.wq): that layout is
+            # what llama.cpp stored, so the values are compared as they are.
+            info = ckpt.file.info(t.source)
+            t = MappedTensor(held[0], t.source, info.shape, dtype=value_dtype(info))
+        shown = t.name
+        if shown in mapped:  # two GGUF names for one HF name: keep the second as it is
+            shown = t.source
+        mapped[shown] = dataclasses.replace(t, name=shown)
+        planned[shown] = t.name
+    if len(other & set(mapped)) <= len(other & set(plain.own)):
         return plain, []
-    heads, left = qk_order(ckpt.header, {name: shown for shown, name in own.items()})
-    descs = {shown: dataclasses.replace(plain.descs[name], name=shown) for shown, name in own.items()}
-    return _Side(ckpt, own, descs, heads, mapped=True, left=left), mapping.unmapped
+    descs = {}
+    for shown, t in mapped.items():
+        source = plain.descs[t.source]
+        share = t.piece[1] if t.piece is not None else 1  # a slice of a split tensor: its share of the bytes
+        descs[shown] = TensorDesc(shown, source.dtype, list(t.shape), source.nbytes // share)
+    left = {shown: mapping.left_in_gguf_order[name] for shown, name in planned.items()
+            if name in mapping.left_in_gguf_order}
+    layout = {shown: t.op for shown, t in mapped.items() if t.op and t.op not in ("q", "k")}
+    side = _Side(ckpt, {shown: t.source for shown, t in mapped.items()}, descs, mapped, left, layout,
+                 dict(mapping.dropped))
+    return side, mapping.unmapped
 
 
 def _sides(a: AnyCheckpoint, b: AnyCheckpoint) -> tuple[_Side, _Side, list[str]]:
@@ -438,12 +480,13 @@ def _diff_gguf(a: AnyCheckpoint, b: AnyCheckpoint, values: bool, rtol: float | N
                        formats=[c.format if isinstance(c, GGUFCheckpoint) else "safetensors" for c in (a, b)])
     sa, sb, r.unmapped = _sides(a, b)
     for side in (sa, sb):
-        if side.mapped and isinstance(side.ckpt, GGUFCheckpoint):
+        if side.is_mapped and isinstance(side.ckpt, GGUFCheckpoint):
             r.architecture = side.ckpt.header.architecture
             r.names_mapped = sum(1 for shown, name in side.own.items() if shown != name)
-            r.unpermuted = sorted(shown for shown, name in side.own.items() if name in side.heads)
-            r.left_in_gguf_order = {shown: f"{name}: {side.left[name]}" for shown, name in sorted(side.own.items())
-                                    if name in side.left}
+            r.unpermuted = sorted(shown for shown, t in side.mapped.items() if t.op in ("q", "k"))
+            r.left_in_gguf_order = dict(sorted(side.left.items()))
+            r.layout_changes = dict(sorted(side.layout.items()))
+            r.dropped = side.dropped
     da, db = sa.descs, sb.descs
     r.tensors_added = [db[n] for n in sorted(set(db) - set(da))]
     r.tensors_removed = [da[n] for n in sorted(set(da) - set(db))]
@@ -468,8 +511,11 @@ def _diff_gguf(a: AnyCheckpoint, b: AnyCheckpoint, values: bool, rtol: float | N
         order = [n for n in da if n in db]  # a's file order, so remote inputs read ahead
         total = 0
         for n in order:
-            t = a.info(sa.own[n])
-            total += t.dtype.nbytes(t.nelements)
+            if n in sa.mapped:
+                total += sa.mapped[n].dtype.nbytes(sa.mapped[n].nelements)
+            else:
+                t = a.info(sa.own[n])
+                total += t.dtype.nbytes(t.nelements)
         with progress(total, "comparing") as bar:
             diffs = [dataclasses.replace(compare_values(ta, xa, tb, xb, rtol, atol, bar), name=name)
                      for name, (ta, xa), (tb, xb) in zip(order, sa.values(order), sb.values(order))]
