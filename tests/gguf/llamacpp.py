@@ -122,5 +122,11 @@ def build_all(workdir: Path, names: list[str], quantized: list[str]) -> dict[str
             path = workdir / f"{name}-{outtype}.gguf"
             out[name][outtype] = path
             jobs.append([str(hf), "--outtype", outtype, "--outfile", str(path)])
+    if "llama" in out:  # a split set as llama.cpp writes one (convert_hf_to_gguf.py --split-max-tensors)
+        (workdir / "split").mkdir()
+        jobs.append([str(out["llama"]["hf"]), "--outtype", "f32", "--split-max-tensors", "8", "--outfile",
+                     str(workdir / "split" / "llama.gguf")])
     convert(root, jobs, workdir / "convert.log")
+    if "llama" in out:
+        out["llama"]["split"] = sorted((workdir / "split").glob("llama-*-of-*.gguf"))  # type: ignore[assignment]
     return out

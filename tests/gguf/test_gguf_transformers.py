@@ -175,3 +175,16 @@ def test_cli_names_what_it_undid(llamacpp_models: Any, tmp_path: Path) -> None:
     assert code == 0 and "(minus1; --json lists them)" in out, out
     code, out, err = run_cli("convert", llamacpp_models["gemma4"]["f32"], tmp_path / "4.safetensors", "--hf-names")
     assert code == 0 and "  left out 1 tensor llama.cpp generated: rope_freqs.weight" in out.splitlines(), out
+
+
+def test_a_split_set_from_llama_cpp_converts_as_one_file(llamacpp_models: Any, tmp_path: Path) -> None:
+    files = llamacpp_models["llama"]
+    parts = files["split"]
+    assert [p.name for p in parts] == [f"llama-0000{i}-of-00003.gguf" for i in (1, 2, 3)]
+    from gguf_helpers import run_cli
+
+    code, _, err = run_cli("convert", parts[1], tmp_path / "model.safetensors", "--hf-names")
+    assert code == 0, err
+    ours, original = upstream_load(str(tmp_path / "model.safetensors")), upstream_load(str(files["hf"] / "model.safetensors"))
+    assert sorted(ours) == sorted(original)
+    assert all(np.array_equal(_bits(ours[k]), _bits(original[k])) for k in original)
