@@ -56,10 +56,15 @@ ARCHS: dict[str, tuple[str, dict[str, Any]]] = {
     "t5": ("t5", {"d_model": H, "d_kv": 16, "d_ff": I, "num_layers": L, "num_decoder_layers": L, "num_heads": 4,
                   "vocab_size": V, "feed_forward_proj": "gated-gelu", "tie_word_embeddings": False,
                   "decoder_start_token_id": 0}),
+    "t5encoder": ("t5", {"d_model": H, "d_kv": 16, "d_ff": I, "num_layers": L, "num_heads": 4, "vocab_size": V,
+                         "feed_forward_proj": "gated-gelu"}),
     "umt5": ("umt5", {"d_model": H, "d_kv": 16, "d_ff": I, "num_layers": L, "num_decoder_layers": L,
                       "num_heads": 4, "vocab_size": V, "decoder_start_token_id": 0}),
 }
 SEQ2SEQ = frozenset({"t5", "umt5"})
+#: the GGUF ``general.architecture`` each model is written as by llama.cpp
+GGUF_ARCH = {"mistral": "llama", "qwen2_moe": "qwen2moe", "qwen3_moe": "qwen3moe", "falcon-7b": "falcon",
+             "minimax_m2": "minimax-m2", "umt5": "t5"}
 
 
 def converter_root() -> Path | None:
@@ -74,7 +79,15 @@ def converter_root() -> Path | None:
 def model_class(name: str) -> Any:
     import transformers
 
+    if name == "t5encoder":
+        return transformers.T5EncoderModel
     return transformers.AutoModelForSeq2SeqLM if name in SEQ2SEQ else transformers.AutoModelForCausalLM
+
+
+def new_model(name: str, config: Any) -> Any:
+    """A model of ``name``'s class from ``config``, with fresh weights."""
+    cls = model_class(name)
+    return cls(config) if name == "t5encoder" else cls.from_config(config)
 
 
 def build_model(name: str, directory: Path) -> Path:
@@ -86,7 +99,7 @@ def build_model(name: str, directory: Path) -> Path:
     model_type, kwargs = ARCHS[name]
     config = AutoConfig.for_model(model_type, **kwargs)
     torch.manual_seed(0)
-    model = model_class(name).from_config(config)
+    model = new_model(name, config)
     generator = torch.Generator().manual_seed(sum(map(ord, name)))
     with torch.no_grad():
         for p in model.parameters():

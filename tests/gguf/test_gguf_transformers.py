@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import pytest
 from conftest import QUANTIZED
-from llamacpp import ARCHS, model_class
+from llamacpp import ARCHS, model_class, new_model
 from safetensors.numpy import load_file as upstream_load
 
 from pysafetensors.gguf import GGUFFile
@@ -69,7 +69,7 @@ def _transformers_gguf(name: str, hf_dir: Path, gguf_path: Path) -> dict[str, An
     if config.model_type == "mistral":  # llama.cpp writes Mistral as llama, and transformers loads it so
         config = transformers.LlamaConfig(**{k: v for k, v in config.to_dict().items() if k != "model_type"})
         cls = transformers.AutoModelForCausalLM
-    model = cls.from_config(config)
+    model = new_model(name, config) if name != "mistral" else cls.from_config(config)
     return load_gguf_checkpoint(str(gguf_path), return_tensors=True, model_to_load=model)["tensors"]
 
 
