@@ -53,6 +53,15 @@ ARCHS: dict[str, tuple[str, dict[str, Any]]] = {
                       "block_auto_adjust_ff_dim": False}),
     "minimax_m2": ("minimax_m2", {**_DENSE, "intermediate_size": 32, "head_dim": 16, "num_local_experts": 4,
                                   "num_experts_per_tok": 2, "rotary_dim": 8}),
+    "qwen35": ("qwen3_5_text", {**_DENSE, "num_hidden_layers": 4, "head_dim": 16, "linear_key_head_dim": 16,
+                                "linear_value_head_dim": 16, "linear_num_key_heads": 2, "linear_num_value_heads": 4,
+                                "layer_types": ["linear_attention"] * 3 + ["full_attention"]}),
+    "qwen35moe": ("qwen3_5_moe_text", {**_DENSE, "num_hidden_layers": 4, "head_dim": 16, "linear_key_head_dim": 16,
+                                       "linear_value_head_dim": 16, "linear_num_key_heads": 2,
+                                       "linear_num_value_heads": 4, "moe_intermediate_size": 32,
+                                       "shared_expert_intermediate_size": 32, "num_experts": 4,
+                                       "num_experts_per_tok": 2,
+                                       "layer_types": ["linear_attention"] * 3 + ["full_attention"]}),
     "t5": ("t5", {"d_model": H, "d_kv": 16, "d_ff": I, "num_layers": L, "num_decoder_layers": L, "num_heads": 4,
                   "vocab_size": V, "feed_forward_proj": "gated-gelu", "tie_word_embeddings": False,
                   "decoder_start_token_id": 0}),
@@ -62,6 +71,8 @@ ARCHS: dict[str, tuple[str, dict[str, Any]]] = {
                       "num_heads": 4, "vocab_size": V, "decoder_start_token_id": 0}),
 }
 SEQ2SEQ = frozenset({"t5", "umt5"})
+#: converter options a model needs (the tiny Qwen3.5 has no multi-token-prediction block to export)
+EXTRA_ARGS = {"qwen35": ["--no-mtp"], "qwen35moe": ["--no-mtp"]}
 #: the GGUF ``general.architecture`` each model is written as by llama.cpp
 GGUF_ARCH = {"mistral": "llama", "qwen2_moe": "qwen2moe", "qwen3_moe": "qwen3moe", "falcon-7b": "falcon",
              "minimax_m2": "minimax-m2", "umt5": "t5"}
@@ -134,7 +145,7 @@ def build_all(workdir: Path, names: list[str], quantized: list[str]) -> dict[str
         for outtype in ["f32"] + (["q8_0"] if name in quantized else []):
             path = workdir / f"{name}-{outtype}.gguf"
             out[name][outtype] = path
-            jobs.append([str(hf), "--outtype", outtype, "--outfile", str(path)])
+            jobs.append([str(hf), "--outtype", outtype, "--outfile", str(path), *EXTRA_ARGS.get(name, [])])
     if "llama" in out:  # a split set as llama.cpp writes one (convert_hf_to_gguf.py --split-max-tensors)
         (workdir / "split").mkdir()
         jobs.append([str(out["llama"]["hf"]), "--outtype", "f32", "--split-max-tensors", "8", "--outfile",

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from llamacpp import ARCHS, GGUF_ARCH
 
+from pysafetensors.gguf.hf_map import op_parts
 from pysafetensors.gguf.hf_tables import NOT_MAPPED, OPS, TABLES
 
 GUIDE = Path(__file__).resolve().parents[2] / "docs" / "guides" / "gguf.md"
@@ -35,7 +36,7 @@ def test_every_table_is_checked_against_llama_cpp() -> None:
 def test_every_rule_names_a_known_op() -> None:
     for table in TABLES.values():
         for rule in table.rules:
-            assert rule.op in OPS, (table.arch, rule)
+            assert all(part in OPS for part in op_parts(rule.op)), (table.arch, rule)
             assert ("{E}" in rule.hf) == (rule.op == "split"), (table.arch, rule)
 
 
@@ -47,3 +48,41 @@ def test_the_guide_names_every_architecture() -> None:
         assert re.search(rf"`{re.escape(arch)}`", mapped), arch
     for arch in NOT_MAPPED:
         assert re.search(rf"`{re.escape(arch)}`", unmapped), arch
+
+
+def _plan(tmp_path: Path, arch: str, tensors: dict, kv: dict):  # type: ignore[no-untyped-def]
+    import numpy as np
+    from gguf_helpers import write_gguf
+
+    from pysafetensors.gguf import GGUFFile
+    from pysafetensors.gguf.hf_map import plan_hf
+    from pysafetensors.io.sources import MmapSource
+
+    path = write_gguf(tmp_path / f"{arch}.gguf", {k: (np.zeros(v, np.float32), None) for k, v in tensors.items()},
+                      arch=arch, kv=kv)
+    with GGUFFile(MmapSource(str(path))) as f:
+        return plan_hf(f.header)
+
+
+def test_multi_token_prediction_blocks_are_left_out(tmp_path: Path) -> None:
+    from gguf_helpers import V
+
+    kv = {"qwen35.block_count": (2, V.UINT32), "qwen35.nextn_predict_layers": (1, V.UINT32)}
+    m = _plan(tmp_path, "qwen35", {"blk.0.attn_norm.weight": (8,), "blk.1.attn_norm.weight": (8,),
+                                   "blk.1.nextn.eh_proj.weight": (8, 16)}, kv)
+    assert [t.name for t in m.tensors] == ["model.layers.0.input_layernorm.weight"]
+    assert sorted(m.dropped) == ["blk.1.attn_norm.weight", "blk.1.nextn.eh_proj.weight"]
+    assert all("multi-token-prediction" in why for why in m.dropped.values())
+
+
+def test_what_a_table_cannot_map_or_undo_is_named(tmp_path: Path) -> None:
+    from gguf_helpers import V
+
+    kv = {"llama.attention.head_count": (3, V.UINT32)}
+    m = _plan(tmp_path, "llama", {"blk.0.attn_q.weight": (8, 16), "blk.0.mystery.weight": (4,),
+                                  "rope_freqs.weight": (4,)}, kv)
+    assert m.table and m.warning is None
+    assert m.unmapped == ["blk.0.mystery.weight"]
+    assert list(m.dropped) == ["rope_freqs.weight"]
+    q = "model.layers.0.self_attn.q_proj.weight"
+    assert list(m.left_in_gguf_order) == [q] and "do not split into 3 heads" in m.left_in_gguf_order[q]

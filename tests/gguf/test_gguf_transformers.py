@@ -38,7 +38,7 @@ TRANSFORMERS_DIFFERS = {
 #: transformers' GGUF loader refuses these files (name -> the GGUF architecture it names)
 REFUSED = {"gemma": "gemma"}
 #: the new GGUF path of transformers 5.24 (from_pretrained(gguf_file=...)) rather than load_gguf_checkpoint
-NEW_PATH = {"lfm2"}
+NEW_PATH = {"lfm2", "qwen35", "qwen35moe"}
 
 
 def _convert(gguf_path: Path, out: Path) -> dict[str, np.ndarray]:
@@ -107,7 +107,11 @@ def test_hf_names_give_back_the_checkpoint_transformers_loads(name: str, llamacp
         known = next((how for part, how in differs.items() if part in key), None)
         same_shape = tuple(value.shape) == tuple(held[key].shape)
         same = same_shape and torch.equal(value.contiguous().view(torch.uint8), held[key].contiguous().view(torch.uint8))
-        if known is None:
+        if known is None and key.endswith(LOSSY) and name in NEW_PATH and same_shape:
+            # transformers' new GGUF path takes torch.log, this numpy's (as its older path does): the
+            # two may round the last bit differently
+            assert torch.allclose(value, held[key], rtol=2**-22, atol=0), key
+        elif known is None:
             assert same, key
         else:
             assert not same and (same_shape if known == "values" else not same_shape), (key, known)

@@ -24,7 +24,8 @@ from ..format.dtypes import BY_CODE, DType
 from ..io.redact import redact_url
 from ..writer import IncrementalWriter
 from .header import GGUFArray, GGUFHeader, GGUFNumbers
-from .hf_map import HFMapping, MappedTensor, mapped_bytes, plan_hf
+from .hf_bytes import mapped_bytes
+from .hf_map import HFMapping, MappedTensor, plan_hf
 from .reader import GGUFFile, value_dtype
 from .types import PLAIN_TYPES, ValueType
 
@@ -119,7 +120,8 @@ def cast_values(values: Any, to: Any) -> Any:
     and Arm bfloat16 conversion instructions do), where ml_dtypes makes every NaN 0x7FC0/0xFFC0."""
     import numpy as np
 
-    out = values.astype(to)
+    with np.errstate(invalid="ignore"):  # NaN (and inf to an integer-less float type) is cast on purpose
+        out = values.astype(to)
     if values.dtype == np.float32 and to.itemsize == 2 and to.kind == "V":  # bfloat16 (ml_dtypes)
         nan = np.isnan(values)
         if nan.any():

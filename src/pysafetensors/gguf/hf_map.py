@@ -8,10 +8,7 @@ GGUF order although llama.cpp may have rearranged it (``left_in_gguf_order``).  
 without a table gets gguf-py's names (:func:`pysafetensors.gguf.names.hf_names`) and the q/k
 rules of :mod:`pysafetensors.gguf.names`, and ``warning`` says so.
 
-:class:`MappedBytes` gives one mapped tensor's values as bytes that decode on slicing, like
-:class:`~pysafetensors.gguf.reader.DecodedBytes`: ``convert`` writes them chunk by chunk and
-``diff`` compares them chunk by chunk.  A chunk decodes only the stored rows it needs, except
-for a transposed tensor, which is decoded whole once (gpt2's Conv1D weights: one matrix).
+:mod:`pysafetensors.gguf.hf_bytes` reads the values of each mapped tensor.
 """
 
 from __future__ import annotations
@@ -20,7 +17,7 @@ import re
 from dataclasses import dataclass, field
 from functools import cache
 from math import prod
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..format.dtypes import BY_CODE, DType
 from .header import GGUFArray, GGUFHeader, GGUFTensorInfo
@@ -28,11 +25,18 @@ from .hf_tables import NOT_MAPPED, OPS, TABLES, ArchTable, Rule
 from .names import hf_names, qk_order
 from .reader import value_dtype
 
-if TYPE_CHECKING:
-    from .reader import GGUFFile
-
 #: ops that compute each value from one stored value
 ELEMENTWISE = frozenset({"minus1", "log_neg"})
+#: ops that put the rows (first dimension) in another order, by an index computed from the header
+ROW_ORDERS = frozenset({"bloom_qkv", "falcon_qkv", "v_rows", "v_rows_tail", "h_rows"})
+#: ops that only change the shape, or the rows' order the way DecodedBytes undoes (q/k heads)
+DIRECT = frozenset({"", "q", "k", "unsqueeze1", "row_vector"})
+SSM_ORDERS = {"v_rows": "value", "v_rows_tail": "value", "h_rows": "head", "v_cols": "value"}
+
+
+def op_parts(op: str) -> tuple[str, ...]:
+    """The :data:`~.hf_tables.OPS` an op string combines (``log_neg+h_rows``)."""
+    return tuple(op.split("+")) if op else ()
 _BLOCK = re.compile(r"(?:[a-z]+\.)?blk\.(\d+)\.")
 
 
@@ -102,18 +106,21 @@ def _number(value: Any, block: int) -> int | None:
 
 def _values_dtype(info: GGUFTensorInfo, op: str) -> DType:
     dtype = value_dtype(info)
-    if op in ELEMENTWISE and dtype.code == "BF16":
+    if ELEMENTWISE.intersection(op_parts(op)) and dtype.code == "BF16":
         return BY_CODE["F32"]  # as gguf-py decodes BF16, then the arithmetic (transformers does the same)
     return dtype
 
 
 def _shape_after(op: str, shape: tuple[int, ...]) -> tuple[int, ...] | None:
     """The output shape of ``op`` on ``shape`` (None: the op does not apply to that shape)."""
-    if op == "T":
+    parts = op_parts(op)
+    if "v_cols" in parts and len(shape) != 2:
+        return None
+    if "T" in parts:
         return shape[::-1] if len(shape) == 2 else None
-    if op == "unsqueeze1":
+    if "unsqueeze1" in parts:
         return (shape[0], 1, shape[1]) if len(shape) == 2 else shape if len(shape) == 3 else None
-    if op == "row_vector":
+    if "row_vector" in parts:
         return (1, shape[0]) if len(shape) == 1 else shape
     return shape
 
@@ -141,8 +148,20 @@ class _Planner:
             return rule, groups
         return None
 
+    def mtp_blocks(self) -> int:
+        """The first block of the multi-token-prediction blocks (past the last one: none)."""
+        blocks = self.count("block_count", 0) or 0
+        n_mtp = self.count(self.table.mtp_key, 0) if self.table.mtp_key else None
+        return blocks - n_mtp if n_mtp and 0 < n_mtp <= blocks else 1 << 62
+
     def plan(self, out: HFMapping) -> None:
+        first_mtp = self.mtp_blocks()
         for info in self.header.tensors:
+            m = _BLOCK.match(info.name)
+            if m is not None and int(m.group(1)) >= first_mtp:
+                out.dropped[info.name] = ("a multi-token-prediction block (the model's block_count includes "
+                                          f"{self.table.mtp_key}), which transformers has no module for")
+                continue
             dropped = self.table.dropped.get(info.name)
             if dropped is not None:
                 out.dropped[info.name] = dropped
@@ -184,12 +203,36 @@ class _Planner:
                 self.keep(out, info, name, found)
                 return
             params = found
+        elif SSM_ORDERS.keys() & set(op_parts(op)):
+            found = self.ssm_params(op, block, shape)
+            if isinstance(found, str):
+                self.keep(out, info, name, found)
+                return
+            params = found
         out.tensors.append(MappedTensor(name, info.name, new_shape, op, _values_dtype(info, op), heads, None, params))
 
     def keep(self, out: HFMapping, info: GGUFTensorInfo, name: str, why: str) -> None:
         """Write the tensor under its Hugging Face name as stored, and say why."""
         out.tensors.append(MappedTensor(name, info.name, info.shape, dtype=value_dtype(info)))
         out.left_in_gguf_order[name] = f"{why}: left as llama.cpp stored it"
+
+    def ssm_params(self, op: str, block: int, shape: tuple[int, ...]) -> tuple[int, ...] | str:
+        """(key heads, value heads per key head, rows per head, rows before them) of a linear-attention
+        tensor whose value heads llama.cpp tiled (``v0k0 v0k1 v1k0 v1k1``) where the model groups
+        them by key head (``v0k0 v1k0 v0k1 v1k1``)."""
+        n_k = self.count("ssm.group_count", block)
+        n_v = self.count("ssm.time_step_rank", block)
+        inner = self.count("ssm.inner_size", block)
+        key_dim = self.count("ssm.state_size", block)
+        if not n_k or not n_v or not inner or n_v % n_k or inner % n_v or not shape:
+            return f"{self.arch}.ssm.group_count / time_step_rank / inner_size do not give the value heads"
+        part = next(p for p in op_parts(op) if p in SSM_ORDERS)
+        per = 1 if SSM_ORDERS[part] == "head" else inner // n_v
+        offset = 2 * (key_dim or 0) * n_k if part == "v_rows_tail" else 0
+        size = shape[-1] if part == "v_cols" else shape[0]
+        if size != offset + n_v * per:
+            return f"{size} rows or columns are not {offset} + {n_v} value heads of {per}"
+        return (n_k, n_v // n_k, per, offset)
 
     def qk_heads(self, op: str, block: int, shape: tuple[int, ...]) -> tuple[int | None, str]:
         n_head = self.count("attention.head_count", block)
@@ -247,126 +290,4 @@ def describe_op(op: str) -> str:
     return OPS.get(op, op)
 
 
-# --- reading ---------------------------------------------------------------------------------
-
-
-def _qkv_rows(t: MappedTensor) -> Any:
-    """For bloom/falcon's fused q/k/v: the stored row of each output row."""
-    import numpy as np
-
-    if t.op == "bloom_qkv":  # stored [q; k; v], each head after head; the model interleaves per head
-        n_head, head_dim = t.params
-        n_embd = n_head * head_dim
-        idx = (np.arange(3)[None, :, None] * n_embd + np.arange(n_head)[:, None, None] * head_dim
-               + np.arange(head_dim)[None, None, :])
-        return idx.reshape(-1)
-    n_head, head_dim, n_kv = t.params  # stored [all q; all k; all v]; the model groups per kv head
-    per = n_head // n_kv
-    rows = []
-    for g in range(n_kv):
-        for s in range(per):
-            rows.append((g * per + s) * head_dim)
-        rows.append((n_head + g) * head_dim)
-        rows.append((n_head + n_kv + g) * head_dim)
-    return (np.asarray(rows)[:, None] + np.arange(head_dim)[None, :]).reshape(-1)
-
-
-class MappedBytes:
-    """One mapped tensor's values, as bytes of ``dtype`` in C order of ``shape``, that decode on
-    slicing (``[lo:hi]``).  ``unit``: the elements a slice is widened to (slices on it decode
-    nothing twice)."""
-
-    def __init__(self, file: GGUFFile, t: MappedTensor, stored: Any = None) -> None:
-        self.t = t
-        self.src = file.decoded(t.source, t.heads, stored)
-        self.dtype = t.dtype
-        self.itemsize = self.dtype.itemsize
-        self.n = t.nelements
-        self.length = self.n * self.itemsize
-        self.base = t.piece[0] * self.n if t.piece is not None else 0  # a slice's first source element
-        shape = file.info(t.source).shape
-        self.row_len = prod(shape[1:]) if shape else 1  # elements per first-dimension index
-        self.rows: Any = _qkv_rows(t) if t.op in ("bloom_qkv", "falcon_qkv") else None
-        if t.op == "T":
-            self.unit = max(self.n, 1)
-        elif self.rows is not None:
-            self.unit = self.row_len * (t.params[1] * (3 if t.op == "bloom_qkv" else t.params[0] // t.params[2] + 2))
-        else:
-            self.unit = self.src.unit
-
-    def __len__(self) -> int:
-        return self.length
-
-    def _source(self, e0: int, e1: int) -> Any:
-        import numpy as np
-
-        from .._adapters.numpy import numpy_dtype
-
-        size = self.src.itemsize
-        raw = self.src[(self.base + e0) * size : (self.base + e1) * size]
-        return np.frombuffer(raw, dtype=numpy_dtype(self.src.dtype)) if len(raw) else np.empty(0, numpy_dtype(
-            self.src.dtype))
-
-    def _gathered(self, r0: int, r1: int) -> Any:
-        """Output rows ``[r0, r1)`` of a regrouped tensor: the stored rows they come from, read
-        as one span when that is at most twice what is needed, else run by run."""
-        import numpy as np
-
-        idx = self.rows[r0:r1]
-        k = self.row_len
-        lo, hi = int(idx.min()), int(idx.max()) + 1
-        if hi - lo <= 2 * len(idx):
-            return self._source(lo * k, hi * k).reshape(hi - lo, k)[idx - lo]
-        breaks = np.flatnonzero(np.diff(idx) != 1) + 1
-        parts = [self._source(int(run[0]) * k, (int(run[-1]) + 1) * k).reshape(-1, k)
-                 for run in np.split(idx, breaks)]
-        return np.concatenate(parts)
-
-    def values(self, e0: int, e1: int) -> Any:
-        """Output elements ``[e0, e1)`` (flat, C order), as numpy of ``dtype``."""
-        import numpy as np
-
-        op = self.t.op
-        if op == "T":
-            src_shape = self.t.shape[::-1]
-            whole = self._source(0, self.n).reshape(src_shape).T
-            out = np.ascontiguousarray(whole).reshape(-1)[e0:e1]
-        elif self.rows is not None:
-            k = self.row_len
-            r0, r1 = e0 // k, -(-e1 // k)
-            out = self._gathered(r0, r1).reshape(-1)[e0 - r0 * k : e1 - r0 * k]
-        else:
-            out = self._source(e0, e1)
-        if op in ELEMENTWISE:
-            if out.dtype.itemsize == 2 and out.dtype != np.float16:  # bfloat16: as gguf-py decodes it
-                out = out.astype(np.float32)
-            one = out.dtype.type(1)
-            out = out - one if op == "minus1" else np.log(-out)
-        return out
-
-    def __getitem__(self, key: slice) -> Any:
-        import numpy as np
-
-        if not isinstance(key, slice):
-            raise TypeError("MappedBytes supports byte-range slices only")
-        start, stop, step = key.indices(self.length)
-        if step != 1:
-            raise ValueError("MappedBytes slices must be contiguous")
-        if stop <= start:
-            return np.empty(0, dtype=np.uint8)
-        e0, e1 = start // self.itemsize, -(-stop // self.itemsize)
-        out = np.ascontiguousarray(self.values(e0, e1)).view(np.uint8)
-        skew = start - e0 * self.itemsize
-        return out[skew : skew + (stop - start)]
-
-
-def mapped_bytes(file: GGUFFile, t: MappedTensor, stored: Any = None) -> Any:
-    """The values of ``t`` as sliceable bytes: the GGUF tensor's own
-    :class:`~pysafetensors.gguf.reader.DecodedBytes` where nothing but its name (or its q/k row
-    order, or its shape) changes, else a :class:`MappedBytes`."""
-    if t.op in ("", "q", "k", "unsqueeze1", "row_vector") and t.piece is None:
-        return file.decoded(t.source, t.heads, stored)
-    return MappedBytes(file, t, stored)
-
-
-__all__ = ["ELEMENTWISE", "HFMapping", "MappedBytes", "MappedTensor", "describe_op", "mapped_bytes", "plan_hf"]
+__all__ = ["DIRECT", "ELEMENTWISE", "ROW_ORDERS", "SSM_ORDERS", "HFMapping", "MappedTensor", "describe_op", "op_parts", "plan_hf"]

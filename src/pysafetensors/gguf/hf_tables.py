@@ -31,6 +31,10 @@ OPS: dict[str, str] = {
     "split": "stacked by llama.cpp (experts, per-head norms): split back, one tensor per slice {E}",
     "bloom_qkv": "q/k/v rows de-interleaved by llama.cpp: interleaved back per head",
     "falcon_qkv": "q/k/v rows regrouped by llama.cpp: put back in kv groups (n_head/n_kv q heads, k, v)",
+    "v_rows": "linear-attention value heads tiled by llama.cpp (v0k0 v0k1 v1k0...): rows grouped back by key head",
+    "v_rows_tail": "as v_rows, for the value rows after the fused q and k rows",
+    "h_rows": "as v_rows, one row per value head",
+    "v_cols": "as v_rows, on the columns (the tensor that takes the value heads in)",
 }
 
 
@@ -59,6 +63,9 @@ class ArchTable:
     rules: tuple[Rule, ...]
     dropped: dict[str, str] = field(default_factory=dict)
     transformers: str = ""
+    #: the metadata key (after ``<arch>.``) counting the multi-token-prediction blocks llama.cpp
+    #: appends after the model's layers; transformers has no module for them, so they are left out
+    mtp_key: str | None = None
 
 
 def _dense(q: str = "", k: str = "", norm: str = "", prefix: str = "model") -> tuple[Rule, ...]:
@@ -302,14 +309,30 @@ TABLES: dict[str, ArchTable] = {t.arch: t for t in (
     ArchTable("t5encoder", _t5_rules(decoder=False)),
 )}
 
+_QWEN35 = _dense(norm="minus1") + (
+    Rule("blk.{N}.post_attention_norm.weight", "model.layers.{N}.post_attention_layernorm.weight", "minus1"),
+    Rule("blk.{N}.attn_qkv.weight", "model.layers.{N}.linear_attn.in_proj_qkv.weight", "v_rows_tail"),
+    Rule("blk.{N}.attn_gate.weight", "model.layers.{N}.linear_attn.in_proj_z.weight", "v_rows"),
+    Rule("blk.{N}.ssm_alpha.weight", "model.layers.{N}.linear_attn.in_proj_a.weight", "h_rows"),
+    Rule("blk.{N}.ssm_beta.weight", "model.layers.{N}.linear_attn.in_proj_b.weight", "h_rows"),
+    Rule("blk.{N}.ssm_conv1d.weight", "model.layers.{N}.linear_attn.conv1d.weight", "v_rows_tail+unsqueeze1"),
+    Rule("blk.{N}.ssm_norm.weight", "model.layers.{N}.linear_attn.norm.weight"),  # the one norm not shifted
+    Rule("blk.{N}.ssm_out.weight", "model.layers.{N}.linear_attn.out_proj.weight", "v_cols"),
+    Rule("blk.{N}.ssm_a", "model.layers.{N}.linear_attn.A_log", "log_neg+h_rows"),
+    Rule("blk.{N}.ssm_dt.bias", "model.layers.{N}.linear_attn.dt_bias", "h_rows"),
+)
+_MTP = "nextn_predict_layers"
+
+TABLES.update({t.arch: t for t in (
+    ArchTable("qwen35", _QWEN35, mtp_key=_MTP),
+    ArchTable("qwen35moe", _QWEN35 + _MOE + _SHARED_EXPERT, mtp_key=_MTP),
+)})
+
 #: transformers' GGUF loader (5.24) lists these, and ``--hf-names`` does not map them (why)
 NOT_MAPPED: dict[str, str] = {
     "gpt-oss": "transformers' loader fails on gpt-oss files (its config parsing raises TypeError), and llama.cpp "
                "splits the fused, interleaved gate_up_proj experts into transposed gate and up stacks",
     "deci": "transformers has no DeciLM model (it is remote code): nothing in transformers loads these weights",
-    "qwen35": "transformers loads it through its new GGUF path, which also reorders the value heads of the "
-              "linear-attention tensors (rows and, for out_proj, columns); that reordering is not in this table",
-    "qwen35moe": "as qwen35, with stacked experts",
 }
 
 __all__ = ["NOT_MAPPED", "OPS", "TABLES", "ArchTable", "Rule"]

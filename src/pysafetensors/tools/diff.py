@@ -37,7 +37,8 @@ from typing import Any, TypeVar
 from ..errors import TensorNotFound
 from ..format.header import TensorInfo
 from ..gguf.convert import metadata_string
-from ..gguf.hf_map import MappedTensor, mapped_bytes, plan_hf
+from ..gguf.hf_bytes import mapped_bytes
+from ..gguf.hf_map import MappedTensor, plan_hf
 from ..gguf.names import hf_candidates
 from ..gguf.reader import value_dtype
 from ._base import JsonResult, Progress, no_progress
