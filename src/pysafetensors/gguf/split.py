@@ -32,7 +32,12 @@ from .header import GGUFField, GGUFHeader
 from .reader import GGUFFile
 from .types import ValueType
 
-SPLIT_NO, SPLIT_COUNT, SPLIT_TENSORS = "split.no", "split.count", "split.tensors.count"
+#: u16: which file of the set this is, from 0
+SPLIT_NO = "split.no"
+#: u16: how many files the set has (0 in the file ``gguf-split --merge`` writes)
+SPLIT_COUNT = "split.count"
+#: i32: how many tensors the whole set holds
+SPLIT_TENSORS = "split.tensors.count"
 _NAME = re.compile(r"(?P<prefix>.*)-(?P<no>\d{5})-of-(?P<count>\d{5})\.gguf")
 
 #: opens another file of the set by its file name (a sibling of the file given)
