@@ -160,3 +160,33 @@ def test_the_viewer_shows_the_set(split_set: list[Path]) -> None:
         doc = input_document(ckpt)
     assert doc["format"] == "gguf" and len(doc["tensors"]["name"]) == 7
     assert json.dumps(doc)  # the page's JSON
+
+
+def test_a_set_over_http_and_fsspec(split_set: list[Path], single: Path) -> None:
+    """The other files are found beside the one given at the same URL (HTTP Range requests; fsspec),
+    and a pipe, which has no files beside it, is refused with the reason."""
+    from servers import RangeServer
+
+    local = cli_json("stats", single)[1]["tensors"]
+    with RangeServer({f.name: f.read_bytes() for f in split_set}) as server:
+        url = server.url(split_set[1].name)
+        assert cli_json("stats", url)[1]["tensors"] == local
+        code, r = cli_json("validate", url)
+        assert code == 0 and r["files"] == [f.name for f in split_set]
+    fsspec = pytest.importorskip("fsspec")
+    fs = fsspec.filesystem("memory")
+    for f in split_set:
+        fs.pipe(f"/pst-split/{f.name}", f.read_bytes())
+    try:
+        assert cli_json("stats", f"memory://pst-split/{split_set[0].name}")[1]["tensors"] == local
+    finally:
+        fs.rm("/pst-split", recursive=True)
+
+
+def test_a_file_of_a_set_read_from_a_stream_is_refused(split_set: list[Path]) -> None:
+    from pysafetensors.errors import GGUFError
+    from pysafetensors.gguf.split import open_gguf
+    from pysafetensors.io.sources import MemorySource
+
+    with pytest.raises(GGUFError, match="split set of 3 files; the others cannot be opened from this input"):
+        open_gguf(MemorySource(split_set[0].read_bytes(), name="/dev/stdin"))

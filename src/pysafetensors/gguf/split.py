@@ -168,10 +168,11 @@ def open_gguf(source: ByteSource, *, validate: bool = True, unknown_types: bool 
         return file
     opened: list[GGUFFile] = []
     try:
-        names = part_names(file.name, count)
         if open_part is None:
             raise GGUFError(f"{file.name} is one of a split set of {count} files; the others cannot be opened "
-                            "from this input (a stream)", code="split_stream", count=count)
+                            "from this input (a stream): give the path of one of the files", code="split_stream",
+                            count=count)
+        names = part_names(file.name, count)
         given = os.path.basename(file.name)
         for i, name in enumerate(names):
             if name == given:
