@@ -153,13 +153,19 @@ class MappedBytes:
         return out[skew : skew + (stop - start)]
 
 
+def reads_as_stored(t: MappedTensor) -> bool:
+    """Whether ``t``'s values are its GGUF tensor's decoded values as they come (only its name or
+    shape changes, or its q/k rows, which DecodedBytes puts back)."""
+    return DIRECT.issuperset(op_parts(t.op)) and t.piece is None
+
+
 def mapped_bytes(file: GGUFFile, t: MappedTensor, stored: Any = None) -> Any:
     """The values of ``t`` as sliceable bytes: the GGUF tensor's own
     :class:`~pysafetensors.gguf.reader.DecodedBytes` where nothing but its name (or its q/k row
     order, or its shape) changes, else a :class:`MappedBytes`."""
-    if DIRECT.issuperset(op_parts(t.op)) and t.piece is None:
+    if reads_as_stored(t):
         return file.decoded(t.source, t.heads, stored)
     return MappedBytes(file, t, stored)
 
 
-__all__ = ["MappedBytes", "mapped_bytes"]
+__all__ = ["MappedBytes", "mapped_bytes", "reads_as_stored"]

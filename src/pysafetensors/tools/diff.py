@@ -37,7 +37,7 @@ from typing import Any, TypeVar
 from ..errors import TensorNotFound
 from ..format.header import TensorInfo
 from ..gguf.convert import metadata_string
-from ..gguf.hf_bytes import mapped_bytes
+from ..gguf.hf_bytes import mapped_bytes, reads_as_stored
 from ..gguf.hf_map import MappedTensor, plan_hf
 from ..gguf.names import hf_candidates
 from ..gguf.reader import value_dtype
@@ -395,11 +395,19 @@ class _Side:
 
     def values(self, shown: list[str]) -> Iterator[tuple[ValueTensor, TensorBytes]]:
         if self.mapped and isinstance(self.ckpt, GGUFCheckpoint):
-            ckpt = self.ckpt
-            return ((MappedValue(n, self.mapped[n].dtype, self.mapped[n].shape),
-                     mapped_bytes(ckpt.file, self.mapped[n])) for n in shown)
+            return self._mapped_values(self.ckpt, shown)
         names = [self.own[n] for n in shown]
         return iter(self.ckpt.stream(names))
+
+    def _mapped_values(self, ckpt: GGUFCheckpoint, shown: list[str]) -> Iterator[tuple[ValueTensor, TensorBytes]]:
+        # Tensors read as stored come through the checkpoint's stream (small ones read ahead together
+        # on a remote source); the others are computed from their GGUF tensors.
+        direct = [self.mapped[n] for n in shown if reads_as_stored(self.mapped[n])]
+        streamed = ckpt.stream([t.source for t in direct], {t.source: t.heads for t in direct if t.heads})
+        for n in shown:
+            t = self.mapped[n]
+            data = next(streamed)[1] if reads_as_stored(t) else mapped_bytes(ckpt.file, t)
+            yield MappedValue(n, t.dtype, t.shape), data
 
 
 @dataclass(frozen=True)
