@@ -395,19 +395,20 @@ class _Side:
 
     def values(self, shown: list[str]) -> Iterator[tuple[ValueTensor, TensorBytes]]:
         if self.mapped and isinstance(self.ckpt, GGUFCheckpoint):
-            return self._mapped_values(self.ckpt, shown)
+            return mapped_values(self.ckpt, [self.mapped[n] for n in shown])
         names = [self.own[n] for n in shown]
         return iter(self.ckpt.stream(names))
 
-    def _mapped_values(self, ckpt: GGUFCheckpoint, shown: list[str]) -> Iterator[tuple[ValueTensor, TensorBytes]]:
-        # Tensors read as stored come through the checkpoint's stream (small ones read ahead together
-        # on a remote source); the others are computed from their GGUF tensors.
-        direct = [self.mapped[n] for n in shown if reads_as_stored(self.mapped[n])]
-        streamed = ckpt.stream([t.source for t in direct], {t.source: t.heads for t in direct if t.heads})
-        for n in shown:
-            t = self.mapped[n]
-            data = next(streamed)[1] if reads_as_stored(t) else mapped_bytes(ckpt.file, t)
-            yield MappedValue(n, t.dtype, t.shape), data
+
+def mapped_values(ckpt: GGUFCheckpoint, tensors: list[MappedTensor]) -> Iterator[tuple[ValueTensor, TensorBytes]]:
+    """Each mapped GGUF tensor's values, in the order given, under its Hugging Face name.  Tensors
+    read as stored come through the checkpoint's stream (small ones read ahead together on a remote
+    source); the others are computed from their GGUF tensors (:mod:`pysafetensors.gguf.hf_bytes`)."""
+    direct = [t for t in tensors if reads_as_stored(t)]
+    streamed = ckpt.stream([t.source for t in direct], {t.source: t.heads for t in direct if t.heads})
+    for t in tensors:
+        data = next(streamed)[1] if reads_as_stored(t) else mapped_bytes(ckpt.file, t)
+        yield MappedValue(t.name, t.dtype, t.shape), data
 
 
 @dataclass(frozen=True)
