@@ -48,3 +48,13 @@ def test_minilm_q8_0_converts_to_its_checkpoint(minilm_q8_0: tuple[Path, Path], 
         else:
             assert np.abs(got - original[name]).max() <= np.abs(original[name]).max() / 64, name  # Q8_0 error
     assert plain >= 60
+
+
+def test_diff_of_the_real_gguf_says_it_has_no_table(minilm_q8_0: tuple[Path, Path]) -> None:
+    from pysafetensors.tools.diff import GGUFDiffResult, diff_files
+
+    path, source = minilm_q8_0
+    r = diff_files(str(path), str(source))
+    assert isinstance(r, GGUFDiffResult) and r.names_mapped == 101
+    assert r.warning is not None and "'bert'" in r.warning
+    assert sorted(d.name for d in r.tensors_added) == sorted(LEFT_OUT)

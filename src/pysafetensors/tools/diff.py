@@ -116,6 +116,8 @@ class GGUFDiffResult(DiffResult):
     layout_changes: dict[str, str] = field(default_factory=dict)
     #: GGUF name -> why it is left out of the comparison (a tensor llama.cpp generated)
     dropped: dict[str, str] = field(default_factory=dict)
+    #: a caveat on the mapping (an architecture without a table: gguf-py's names, not checked)
+    warning: str | None = None
 
 
 _R = TypeVar("_R", bound=DiffResult)
@@ -388,6 +390,7 @@ class _Side:
     left: dict[str, str] = field(default_factory=dict)  # shown name -> why its rows stay in GGUF order
     layout: dict[str, str] = field(default_factory=dict)  # shown name -> the layout change undone
     dropped: dict[str, str] = field(default_factory=dict)  # GGUF name -> why it is not compared
+    warning: str | None = None  # the mapping's caveat (no table for the architecture)
 
     @property
     def is_mapped(self) -> bool:
@@ -464,7 +467,7 @@ def _mapped_side(ckpt: GGUFCheckpoint, other: set[str]) -> tuple[_Side, list[str
             if name in mapping.left_in_gguf_order}
     layout = {shown: t.op for shown, t in mapped.items() if t.op and t.op not in ("q", "k")}
     side = _Side(ckpt, {shown: t.source for shown, t in mapped.items()}, descs, mapped, left, layout,
-                 dict(mapping.dropped))
+                 dict(mapping.dropped), mapping.warning)
     return side, mapping.unmapped
 
 
@@ -497,6 +500,7 @@ def _diff_gguf(a: AnyCheckpoint, b: AnyCheckpoint, values: bool, rtol: float | N
             r.left_in_gguf_order = dict(sorted(side.left.items()))
             r.layout_changes = dict(sorted(side.layout.items()))
             r.dropped = side.dropped
+            r.warning = side.warning
     da, db = sa.descs, sb.descs
     r.tensors_added = [db[n] for n in sorted(set(db) - set(da))]
     r.tensors_removed = [da[n] for n in sorted(set(da) - set(db))]
