@@ -17,7 +17,23 @@ $(STAMP): pyproject.toml
 	test -x /usr/bin/chromium || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; }
 	touch $(STAMP)
 
-venv: $(STAMP)
+# llama.cpp's own convert_hf_to_gguf.py (with its conversion/ package and bundled gguf-py): the
+# outside reference the GGUF tests write their files with.  It ships inside llama-cpp-python's
+# source package; only the Python converter is unpacked into $(VENV)/llama.cpp, nothing is built.
+LLAMA_CPP_PYTHON ?= 0.3.36
+LLAMA_CPP := $(VENV)/llama.cpp/.unpacked
+
+$(LLAMA_CPP): $(STAMP)
+	rm -rf $(VENV)/llama.cpp $(VENV)/llama-cpp-sdist
+	$(BIN)/pip download -q --no-deps --no-binary :all: -d $(VENV)/llama-cpp-sdist llama-cpp-python==$(LLAMA_CPP_PYTHON)
+	mkdir -p $(VENV)/llama.cpp
+	tar -xzf $(VENV)/llama-cpp-sdist/llama_cpp_python-$(LLAMA_CPP_PYTHON).tar.gz -C $(VENV)/llama.cpp \
+		--strip-components=3 --wildcards 'llama_cpp_python-*/vendor/llama.cpp/convert_hf_to_gguf.py' \
+		'llama_cpp_python-*/vendor/llama.cpp/conversion/*' 'llama_cpp_python-*/vendor/llama.cpp/gguf-py/*'
+	rm -rf $(VENV)/llama-cpp-sdist
+	touch $(LLAMA_CPP)
+
+venv: $(STAMP) $(LLAMA_CPP)
 
 # The demo has a light venv of its own: the library with the CLI extra (numpy, ml_dtypes, tqdm)
 # and the package shipping all-MiniLM-L6-v2's model.safetensors, without its dependencies
@@ -34,7 +50,7 @@ $(DEMO_STAMP): pyproject.toml
 demo: $(DEMO_STAMP)
 	$(DEMO_VENV)/bin/python examples/demo.py
 
-test: $(STAMP)
+test: $(STAMP) $(LLAMA_CPP)
 	$(BIN)/python -m pytest
 
 # The documentation site (mkdocs.yml, docs/) into site/; --strict: a broken link or reference fails.

@@ -237,3 +237,32 @@ def test_hf_names_report_what_cannot_be_mapped(tmp_path: Path) -> None:
         mapping = hf_names(f.header)
     assert mapping.unmapped == ["mystery.weight"]
     assert mapping.hf == {"blk.0.attn_q.weight": "model.layers.0.self_attn.q_proj.weight"}
+
+
+def test_nvfp4_is_named_as_weight_inspect_names_it(tmp_path: Path) -> None:
+    """weight-inspect's type table has no NVFP4 (GGML type 40): it names such a tensor's dtype
+    ``unknown_40``, and so does the canonical form, so the file gets weight-inspect's ID;
+    ``inspect`` and the rest still call the type nvfp4."""
+    raw = np.zeros((2, 36), dtype=np.uint8)  # two rows of one NVFP4 block (64 values) each
+    path = write_gguf(tmp_path / "n.gguf", {"w": (raw, gguf.GGMLQuantizationType(40))})
+    with GGUFFile(MmapSource(path)) as f:
+        doc = json.loads(identity_document(f.header))
+        assert f.info("w").type_name == "nvfp4"
+    assert doc["tensors"]["w"] == {"name": "w", "dtype": "unknown_40", "shape": [64, 2], "byte_length": 0}
+
+
+def test_bf16_conversion_keeps_nan_payloads(tmp_path: Path) -> None:
+    """--dtype bf16: numbers round to nearest even (torch's rounding, the oracle); a NaN keeps its
+    sign and the top of its payload, quieted (bits >> 16 | 0x0040), where ml_dtypes makes every
+    NaN 0x7FC0/0xFFC0 (and torch 2.13 on CPU every NaN 0xFFFF)."""
+    torch = pytest.importorskip("torch")
+    nan_bits = np.array([0x7FC00001, 0x7FA12345, 0xFF812345, 0x7F800001, 0xFFFFFFFF], dtype=np.uint32)
+    numbers = np.random.default_rng(5).standard_normal(27).astype(np.float32)
+    x = np.concatenate([nan_bits.view(np.float32), numbers]).reshape(1, 32)
+    path = write_gguf(tmp_path / "nan.gguf", {"x": (x, None)})
+    with GGUFFile(MmapSource(path)) as f:
+        convert_gguf(f, tmp_path / "nan.safetensors", dtype="bf16")
+    got = upstream_numpy.load_file(tmp_path / "nan.safetensors")["x"].view(np.uint16).reshape(-1)
+    assert [hex(b) for b in got[:5]] == ["0x7fc0", "0x7fe1", "0xffc1", "0x7fc0", "0xffff"]
+    want = torch.from_numpy(numbers).to(torch.bfloat16).view(torch.int16).numpy().view(np.uint16)
+    assert np.array_equal(got[5:], want)

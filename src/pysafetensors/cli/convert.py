@@ -46,8 +46,8 @@ def add_parser(subparsers: Any) -> None:
                    help="GGUF input: the dtype of float tensors (default f32: quantized ones dequantized); "
                         "keep writes F32/F16/BF16/F64/I8-I64 tensors as they are and refuses quantized ones")
     p.add_argument("--hf-names", action="store_true",
-                   help="GGUF input: Hugging Face tensor names (gguf-py's map for the architecture; llama's q/k "
-                        "rows put back), reporting the names it cannot map")
+                   help="GGUF input: write the Hugging Face checkpoint transformers loads (names and the layout "
+                        "changes llama.cpp made undone, by the architecture's table), reporting what it cannot map")
 
 
 def render(report: ConversionReport, *, as_json: bool = False) -> str:
@@ -84,9 +84,18 @@ def render_gguf(result: GGUFConversionResult, *, as_json: bool = False) -> str:
         if report.unpermuted:
             line += f"; q/k rows put back in Hugging Face order in {plural(len(report.unpermuted), 'tensor')}"
         lines.append(line)
+    if report.layout_changes:
+        ops = sorted(set(report.layout_changes.values()))
+        lines.append(f"  layout: llama.cpp's changes undone in {plural(len(report.layout_changes), 'tensor')} "
+                     f"({', '.join(ops)}; --json lists them)")
+    if report.dropped:
+        lines.append(f"  left out {plural(len(report.dropped), 'tensor')} llama.cpp generated: "
+                     f"{first_names(list(report.dropped))}")
     if report.unmapped:
         shown = first_names(report.unmapped)
-        lines.append(f"  could not map {len(report.unmapped)} name(s), kept as they are: {shown}")
+        lines.append(f"  warning: could not map {len(report.unmapped)} name(s), kept as they are: {shown}")
+    if report.warning:
+        lines.append(f"  warning: {report.warning}")
     if report.left_in_gguf_order:
         lines.append("  " + gguf_order_warning(list(report.left_in_gguf_order)))
     return "\n".join(lines) + "\n"

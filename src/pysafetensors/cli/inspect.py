@@ -100,6 +100,8 @@ def _count_lines(result: Summary, kind: str) -> list[str]:
 def _render_gguf(result: GGUFSummary, meta: dict[str, GGUFMetadataEntry], tensors: bool) -> list[str]:
     out = [f"file:        {result.path}",
            f"format:      GGUF version {result.gguf_version}, alignment {result.alignment}"]
+    if result.files:
+        out.append(f"split set:   {len(result.files)} files ({', '.join(result.files)})")
     out.extend(_count_lines(result, "type"))
     out.append(f"metadata:    {plural(len(meta), 'key')}")
     if meta:

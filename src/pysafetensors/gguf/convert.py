@@ -23,9 +23,10 @@ from ..errors import GGUFError, GGUFUnsupported
 from ..format.dtypes import BY_CODE, DType
 from ..io.redact import redact_url
 from ..writer import IncrementalWriter
-from .header import GGUFArray, GGUFHeader, GGUFNumbers, GGUFTensorInfo
-from .names import hf_names, qk_order
-from .reader import GGUFFile
+from .header import GGUFArray, GGUFHeader, GGUFNumbers
+from .hf_bytes import mapped_bytes
+from .hf_map import HFMapping, MappedTensor, plan_hf
+from .reader import GGUFFile, value_dtype
 from .types import PLAIN_TYPES, ValueType
 from .values import joined_text
 
@@ -38,17 +39,25 @@ CHUNK_ELEMENTS = 1 << 21
 
 @dataclass
 class GGUFConversion:
-    """What a conversion wrote: tensor count, bytes, the names it renamed or could not map."""
+    """What a conversion wrote: tensor count, bytes, and with ``--hf-names`` what the mapping did."""
 
     output: str
     tensors: int = 0
     bytes_written: int = 0
     renamed: int = 0
+    #: GGUF names written as they are (no Hugging Face name for them)
     unmapped: list[str] = field(default_factory=list)
+    #: output names whose q/k rows were put back in Hugging Face order
     unpermuted: list[str] = field(default_factory=list)
+    #: output name -> the layout change undone (``T``, ``minus1``, ``split``...: :data:`~.hf_tables.OPS`)
+    layout_changes: dict[str, str] = field(default_factory=dict)
+    #: GGUF name -> why it was not written (a tensor llama.cpp generated that the checkpoint lacks)
+    dropped: dict[str, str] = field(default_factory=dict)
     #: output name -> why its rows were written in GGUF order although llama.cpp may have
     #: rearranged them (q/k of an architecture not known either way, rows that do not split)
     left_in_gguf_order: dict[str, str] = field(default_factory=dict)
+    #: a caveat on the whole file (an architecture without a table: gguf-py's names, not checked)
+    warning: str | None = None
     dtype: str = "f32"
     architecture: str | None = None
 
@@ -88,8 +97,9 @@ def gguf_metadata(header: GGUFHeader) -> dict[str, str]:
     return meta
 
 
-def output_code(type_name: str, dtype: str, tensor: str) -> str:
-    """The safetensors dtype code a GGML type converts to under ``--dtype``."""
+def output_code(type_name: str, dtype: str, tensor: str, values: DType | None = None) -> str:
+    """The safetensors dtype code a GGML type converts to under ``--dtype`` (``values``: the
+    dtype of the values written, when a layout change made it other than the type's own)."""
     upper = type_name.upper()
     if dtype == "keep":
         if upper not in PLAIN_TYPES:
@@ -99,45 +109,68 @@ def output_code(type_name: str, dtype: str, tensor: str) -> str:
                 tensor=tensor,
                 ggml_type=type_name,
             )
-        return PLAIN_TYPES[upper]
+        return values.code if values is not None else PLAIN_TYPES[upper]
     if upper in PLAIN_TYPES and PLAIN_TYPES[upper] in _INTEGER_CODES:
         return PLAIN_TYPES[upper]  # integer tensors (token ids, positions) are not floats to cast
     return _FLOAT_CODES[dtype]
 
 
+def cast_values(values: Any, to: Any) -> Any:
+    """``values`` (numpy) cast to the numpy dtype ``to``.  A float32 NaN cast to bfloat16 keeps its
+    sign and the top of its payload, quieted (the top 16 bits with the quiet bit set, as the x86
+    and Arm bfloat16 conversion instructions do), where ml_dtypes makes every NaN 0x7FC0/0xFFC0."""
+    import numpy as np
+
+    with np.errstate(invalid="ignore"):  # NaN (and inf to an integer-less float type) is cast on purpose
+        out = values.astype(to)
+    if values.dtype == np.float32 and to.itemsize == 2 and to.kind == "V":  # bfloat16 (ml_dtypes)
+        nan = np.isnan(values)
+        if nan.any():
+            top = (values.view(np.uint32)[nan] >> 16).astype(np.uint16)
+            out.view(np.uint16)[nan] = top | np.uint16(0x0040)
+    return out
+
+
 @dataclass(frozen=True)
 class _Planned:
-    info: GGUFTensorInfo
-    name: str
+    tensor: MappedTensor
     dtype: DType
-    heads: int | None
+
+
+def plan_tensors(header: GGUFHeader, hf: bool) -> HFMapping:
+    """The output tensors: the Hugging Face checkpoint (:func:`~.hf_map.plan_hf`) with ``hf``,
+    else every tensor under its GGUF name, as stored."""
+    if hf:
+        return plan_hf(header)
+    return HFMapping(header.architecture, [MappedTensor(t.name, t.name, t.shape, dtype=value_dtype(t))
+                                           for t in header.tensors])
 
 
 def _plan(gguf: GGUFFile, dtype: str, hf: bool, report: GGUFConversion) -> list[_Planned]:
-    header = gguf.header
-    mapping = hf_names(header) if hf else None
-    if mapping is not None:
-        report.unmapped = list(mapping.unmapped)
-    heads, left = qk_order(header, mapping.hf) if mapping is not None else ({}, {})
+    mapping = plan_tensors(gguf.header, hf)
+    report.unmapped = list(mapping.unmapped) if hf else []
+    report.dropped = dict(mapping.dropped)
+    report.left_in_gguf_order = dict(mapping.left_in_gguf_order)
+    report.warning = mapping.warning
     planned: list[_Planned] = []
     taken: dict[str, str] = {}
-    for info in header.tensors:
+    for t in mapping.tensors:
+        info = gguf.info(t.source)
         if info.ggml_type is None:
             raise GGUFUnsupported(f"tensor {info.name!r} has unknown GGML type {info.type_id}: it cannot be "
                                   "converted", tensor=info.name, type_id=info.type_id)
-        code = output_code(info.type_name, dtype, info.name)
-        out_name = mapping.hf.get(info.name, info.name) if mapping is not None else info.name
-        if out_name in taken:
-            raise GGUFError(f"tensors {taken[out_name]!r} and {info.name!r} would both be written as {out_name!r}",
-                            tensor=info.name)
-        taken[out_name] = info.name
-        if out_name != info.name:
+        code = output_code(info.type_name, dtype, info.name, t.dtype)
+        if t.name in taken:
+            raise GGUFError(f"tensors {taken[t.name]!r} and {t.source!r} would both be written as {t.name!r}",
+                            tensor=t.source)
+        taken[t.name] = t.source
+        if t.name != t.source:
             report.renamed += 1
-        if info.name in heads:
-            report.unpermuted.append(out_name)
-        if info.name in left:
-            report.left_in_gguf_order[out_name] = f"{info.name}: {left[info.name]}"
-        planned.append(_Planned(info, out_name, BY_CODE[code], heads.get(info.name)))
+        if t.op in ("q", "k"):
+            report.unpermuted.append(t.name)
+        elif t.op:
+            report.layout_changes[t.name] = t.op
+        planned.append(_Planned(t, BY_CODE[code]))
     return planned
 
 
@@ -163,10 +196,14 @@ def convert_gguf(
         dtype: ``f32``/``f16``/``bf16`` dequantize float tensors to that type (integer tensors
             keep theirs); ``keep`` writes plain tensors as they are and refuses quantized ones
             (before anything is written).
-        hf: use Hugging Face names where gguf-py knows the architecture, undoing llama.cpp's
-            q/k permutation (:data:`~pysafetensors.gguf.names.PERMUTED_QK`); names it cannot map
-            keep their GGUF name (listed in ``unmapped``), and tensors whose rows llama.cpp may
-            have rearranged but which are written as stored are listed in ``left_in_gguf_order``.
+        hf: write the Hugging Face checkpoint the file was converted from, by the architecture's
+            table (:mod:`pysafetensors.gguf.hf_tables`): its names, and every layout change
+            llama.cpp made undone (q/k rows, transposes, ``w + 1`` norms, stacked experts split,
+            fused q/k/v regrouped...; ``layout_changes``).  Tensors llama.cpp generated are left
+            out (``dropped``), names with no rule keep their GGUF name (``unmapped``), tensors
+            written as stored although llama.cpp may have rearranged them are listed in
+            ``left_in_gguf_order``; an architecture without a table gets gguf-py's names and
+            ``warning`` says so.
         progress: called with the output byte count of each chunk as it is written.
         metadata: extra ``__metadata__`` entries, added to (and winning over) the ``gguf.*`` ones.
     """
@@ -177,11 +214,11 @@ def convert_gguf(
     report = GGUFConversion(redact_url(os.fspath(output)), dtype=dtype, architecture=gguf.header.architecture)
     planned = _plan(gguf, dtype, hf, report)
     meta = {**gguf_metadata(gguf.header), **(metadata or {})}
-    specs = {p.name: (p.dtype, p.info.shape) for p in planned}
+    specs = {p.tensor.name: (p.dtype, p.tensor.shape) for p in planned}
     with IncrementalWriter(output, specs, meta, durable=durable, storage_options=storage_options) as writer:
         for p in planned:
             out_type = numpy_dtype(p.dtype)
-            values = gguf.decoded(p.info.name, p.heads)
+            values = mapped_bytes(gguf, p.tensor)
             in_type = numpy_dtype(values.dtype)
             unit = max(values.unit, 1)
             step = max(CHUNK_ELEMENTS // unit, 1) * unit
@@ -189,8 +226,8 @@ def convert_gguf(
             for e0 in range(0, values.n, step):
                 e1 = min(e0 + step, values.n)
                 chunk = np.frombuffer(values[e0 * values.itemsize : e1 * values.itemsize], dtype=in_type)
-                out = chunk if chunk.dtype == out_type else chunk.astype(out_type)
-                writer.write_chunk(p.name, offset, out.view(np.uint8))
+                out = chunk if chunk.dtype == out_type else cast_values(chunk, out_type)
+                writer.write_chunk(p.tensor.name, offset, out.view(np.uint8))
                 offset += out.nbytes
                 if progress is not None:
                     progress(out.nbytes)

@@ -19,6 +19,9 @@ from .header import GGUFArray, GGUFHeader, GGUFNumbers
 from .types import ValueType
 from .values import joined_text
 
+#: GGML types weight-inspect has no name for, named as it names them (``unknown_<id>``), so that a
+#: file holding them gets weight-inspect's ID: NVFP4 (40), which its type table predates
+WI_UNKNOWN_TYPES = frozenset({40})
 #: bytes per element for the types weight-inspect counts; every other (quantized) type counts 0
 _ELEMENT_BYTES = {"f32": 4, "i32": 4, "f16": 2, "i16": 2, "bf16": 2, "i8": 1, "i64": 8, "f64": 8}
 _ESCAPES = {'"': '\\"', "\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
@@ -88,7 +91,7 @@ def identity_document(header: GGUFHeader) -> bytes:
     metadata = {k: canonical_value(f.type, f.value) for k, f in sorted(header.fields.items())}
     tensors = {}
     for t in sorted(header.tensors, key=lambda t: t.name):
-        dtype = t.type_name
+        dtype = f"unknown_{t.type_id}" if t.type_id in WI_UNKNOWN_TYPES else t.type_name
         tensors[t.name] = {
             "name": t.name,
             "dtype": dtype,
@@ -104,4 +107,4 @@ def gguf_identity(header: GGUFHeader) -> GGUFIdentity:
     return GGUFIdentity(digest, f"wi:gguf:{header.version}:{digest[:8]}", header.version)
 
 
-__all__ = ["GGUFIdentity", "canonical_value", "gguf_identity", "identity_document"]
+__all__ = ["WI_UNKNOWN_TYPES", "GGUFIdentity", "canonical_value", "gguf_identity", "identity_document"]

@@ -14,6 +14,7 @@ diff, convert) therefore hold a few megabytes of a tensor at a time, never the w
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 from .._optional import require
@@ -60,21 +61,34 @@ class GGUFFile:
         unknown_types: with ``validate``, let tensors of GGML types this version does not
             know through (shown and identified, but reading one raises GGUFUnsupported).
 
+    A split set (:mod:`pysafetensors.gguf.split`) is one GGUFFile too, made with the set's
+    ``header`` (not parsed from the source), the names of its files (``parts``) and which file
+    holds each tensor (``owner``: name -> index in ``parts``).
+
     The source is closed if the header cannot be read, and by :meth:`close`.
     """
 
-    def __init__(self, source: ByteSource, *, validate: bool = True, unknown_types: bool = False) -> None:
+    def __init__(self, source: ByteSource, *, validate: bool = True, unknown_types: bool = False,
+                 header: GGUFHeader | None = None, parts: Sequence[str] | None = None,
+                 owner: Mapping[str, int] | None = None) -> None:
         self.source = source
         self.name: str = source.name or "<gguf>"
         try:
-            self.header: GGUFHeader = parse_gguf_header(self._read, source.size)
+            self.header: GGUFHeader = header if header is not None else parse_gguf_header(self._read, source.size)
             if validate:
                 require_valid(self.header, unknown_types=unknown_types)
         except BaseException:
             source.close()
             raise
+        self.parts: tuple[str, ...] = tuple(parts) if parts else (self.name,)
+        self._owner = dict(owner or {})
         self._by_name = {t.name: t for t in self.header.tensors}
         self._views = cast(ViewSource, source) if capabilities(source).view else None
+
+    def part_index(self, name: str) -> int:
+        """Which of ``parts`` holds the tensor (0 for a single file)."""
+        self.info(name)
+        return self._owner.get(name, 0)
 
     def _read(self, offset: int, length: int) -> bytes:
         buf = bytearray(length)

@@ -47,6 +47,7 @@ from ..format.dtypes import DType
 from ..format.header import N_LEN, TensorInfo
 from ..gguf.header import GGUFHeader, is_gguf
 from ..gguf.reader import DecodedBytes, GGUFFile, value_dtype
+from ..gguf.split import PartOpener, open_gguf, sibling
 from ..gguf.types import MAGIC
 from ..io.protocols import ByteSource, capabilities
 from ..io.redact import redact_url
@@ -389,7 +390,8 @@ class GGUFCheckpoint:
         self.path = path
         self.file = file
         self.header: GGUFHeader = file.header
-        self.file_names = [file_name]
+        # a split set's files, else this one file
+        self.file_names = [os.path.basename(redact_url(p)) for p in file.parts] if len(file.parts) > 1 else [file_name]
         tensors = []
         for t in self.header.tensors:
             gt = t.ggml_type
@@ -433,7 +435,7 @@ class GGUFCheckpoint:
 
     def file_of(self, name: str) -> str:
         self.info(name)
-        return self.file_names[0]
+        return self.file_names[self.file.part_index(name) if len(self.file_names) > 1 else 0]
 
     def data(self, name: str, heads: int | None = None) -> DecodedBytes:
         """The tensor's values as bytes of ``info(name).dtype`` that decode on slicing;
@@ -511,9 +513,11 @@ def _starts_with_gguf(source: ByteSource) -> bool:
     return is_gguf(bytes(prefix))
 
 
-def _single(source: ByteSource, gguf: bool, shown: str, gguf_layout: bool = True) -> SafeFile | GGUFFile:
+def _single(source: ByteSource, gguf: bool, shown: str, gguf_layout: bool = True,
+            open_part: PartOpener | None = None) -> SafeFile | GGUFFile:
     """A SafeFile, or a GGUFFile when the source starts with GGUF's magic (and ``gguf``; its
-    layout checked when ``gguf_layout``)."""
+    layout checked when ``gguf_layout``; a file of a split GGUF set opens the whole set, its
+    other files through ``open_part``)."""
     try:
         found = _starts_with_gguf(source)
     except BaseException:
@@ -527,7 +531,7 @@ def _single(source: ByteSource, gguf: bool, shown: str, gguf_layout: bool = True
             f"{shown} is a GGUF file; this command works on safetensors checkpoints (inspect, id, diff, validate "
             "and stats read GGUF; `pysafetensors convert IN.gguf OUT.safetensors` converts it)"
         )
-    return GGUFFile(source, validate=gguf_layout, unknown_types=True)
+    return open_gguf(source, validate=gguf_layout, unknown_types=True, open_part=open_part)
 
 
 def _open(path: str, storage_options: Mapping[str, Any] | None, gguf: bool, shown: str, gguf_layout: bool
@@ -544,7 +548,8 @@ def _open(path: str, storage_options: Mapping[str, Any] | None, gguf: bool, show
     location = resolve_location(path, storage_options)  # a directory or URL prefix: its index or only file
     if is_index_name(location):
         return open_index(location, None, storage_options)  # the backend is chosen per file (io.open_source)
-    return _single(open_source(location, None, storage_options), gguf, shown, gguf_layout)
+    return _single(open_source(location, None, storage_options), gguf, shown, gguf_layout,
+                   lambda name: open_source(sibling(location, name), None, storage_options))
 
 
 @overload

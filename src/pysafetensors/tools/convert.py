@@ -21,9 +21,10 @@ from ..convert import ConversionReport, convert_file
 from ..convert.streams import is_stream, spooled
 from ..errors import SafetensorError
 from ..format.dtypes import BY_CODE
-from ..gguf.convert import GGUFConversion, convert_gguf, output_code
+from ..gguf.convert import GGUFConversion, convert_gguf, output_code, plan_tensors
 from ..gguf.header import is_gguf
 from ..gguf.reader import GGUFFile
+from ..gguf.split import PartOpener, open_gguf, sibling
 from ..io.protocols import ByteSource
 from ..io.redact import redact_url
 from ..io.registry import open_source, url_scheme
@@ -74,24 +75,26 @@ def gguf_source(path: str, storage_options: Mapping[str, Any] | None = None,
     return None
 
 
-def gguf_output_bytes(gguf: GGUFFile, dtype: str) -> int:
+def gguf_output_bytes(gguf: GGUFFile, dtype: str, hf: bool = False) -> int:
     """Tensor bytes the conversion of ``gguf`` under ``dtype`` writes; refuses ``dtype="keep"``
     on a quantized tensor (GGUFUnsupported) before anything is written."""
     total = 0
-    for t in gguf.header.tensors:
-        total += t.n_elements * BY_CODE[output_code(t.type_name, dtype, t.name)].bits // 8
+    for t in plan_tensors(gguf.header, hf).tensors:
+        info = gguf.info(t.source)
+        total += t.nelements * BY_CODE[output_code(info.type_name, dtype, info.name, t.dtype)].bits // 8
     return total
 
 
 def _convert_gguf(source: ByteSource, shown: str, output: str, key: str | None, dtype: str | None,
-                  hf_names: bool, metadata: Mapping[str, str] | None, progress: Progress) -> GGUFConversionResult:
+                  hf_names: bool, metadata: Mapping[str, str] | None, progress: Progress,
+                  open_part: PartOpener | None = None) -> GGUFConversionResult:
     if key is not None:
         source.close()
         raise ValueError("--key selects a subtree of a pickle checkpoint; a GGUF file is converted whole")
     try:
-        with GGUFFile(source) as gguf:
+        with open_gguf(source, open_part=open_part) as gguf:
             chosen = dtype or "f32"
-            total = gguf_output_bytes(gguf, chosen)
+            total = gguf_output_bytes(gguf, chosen, hf_names)
             with progress(total, "converting") as bar:
                 report = convert_gguf(gguf, output, dtype=chosen, hf=hf_names, progress=bar.update,
                                       durable=True, metadata=metadata)
@@ -123,7 +126,11 @@ def convert_checkpoint(
     with (spooled(path) if url_scheme(path) is None and is_stream(path) else nullcontext()) as copy:
         source = gguf_source(path, storage_options, copy)
         if source is not None:
-            return _convert_gguf(source, redact_url(path), output, key, dtype, hf_names, metadata, progress)
+            # a file of a split set converts the whole set; a copied stream has no other files to open
+            siblings = None if copy is not None else (lambda name: open_source(sibling(path, name), None,
+                                                                                 storage_options))
+            return _convert_gguf(source, redact_url(path), output, key, dtype, hf_names, metadata, progress,
+                                 siblings)
         if dtype is not None or hf_names:
             raise ValueError("--dtype and --hf-names apply to GGUF inputs; this input is not a GGUF file")
         return convert_file(path, output, key=key, verify=verify, metadata=metadata, fileobj=copy)

@@ -67,7 +67,10 @@ from typing import Any, TypeVar, cast
 from ..errors import TensorNotFound
 from ..format.header import TensorInfo
 from ..gguf.convert import metadata_string
-from ..gguf.names import hf_candidates, hf_names, qk_order
+from ..gguf.hf_bytes import mapped_bytes, reads_as_stored
+from ..gguf.hf_map import MappedTensor, plan_hf
+from ..gguf.names import hf_candidates
+from ..gguf.reader import value_dtype
 from ..io.protocols import ViewSource, capabilities
 from ._base import JsonResult, Progress, no_progress
 from ._chunks import iter_chunks
@@ -175,6 +178,12 @@ class GGUFDiffResult(DiffResult):
     unpermuted: list[str] = field(default_factory=list)  # q/k tensors whose rows were put back in HF order
     #: shown name -> why its rows are compared in GGUF order although llama.cpp may have rearranged them
     left_in_gguf_order: dict[str, str] = field(default_factory=dict)
+    #: shown name -> the layout change llama.cpp made that was undone before comparing (``T``, ``split``...)
+    layout_changes: dict[str, str] = field(default_factory=dict)
+    #: GGUF name -> why it is left out of the comparison (a tensor llama.cpp generated)
+    dropped: dict[str, str] = field(default_factory=dict)
+    #: a caveat on the mapping (an architecture without a table: gguf-py's names, not checked)
+    warning: str | None = None
 
 
 _R = TypeVar("_R", bound=DiffResult)
@@ -364,7 +373,7 @@ def compare_values(
         cmp.add(xa, xb)
         if bar is not None:
             bar.update(xa.size * ta.dtype.bits // 8)
-    decoded = isinstance(ta, GGUFTensor) or isinstance(tb, GGUFTensor)
+    decoded = isinstance(ta, (GGUFTensor, MappedValue)) or isinstance(tb, (GGUFTensor, MappedValue))
     return ValueDiff(ta.name, True, n, cmp.differing, cmp.max_abs if n else None, cmp.cosine.value(),
                      verdict=_tensor_verdict(cmp.differing, cmp.bit_equal, decoded, cmp.tolerant))
 
@@ -498,7 +507,8 @@ class _Stream:
     ckpt: AnyCheckpoint
     order: list[str]  # every key, in file order
     own: dict[str, str] | None = None  # key -> the checkpoint's name (None: the same)
-    heads: dict[str, int] = field(default_factory=dict)  # GGUF name -> heads to un-permute with
+    #: key -> how a GGUF tensor is read as the Hugging Face tensor it maps to (a mapped GGUF side)
+    mapped: dict[str, MappedTensor] = field(default_factory=dict)
     infos: dict[str, TensorInfo] = field(default_factory=dict)  # a Checkpoint's tensors, in file order
     file_of: dict[str, int] = field(default_factory=dict)  # a Checkpoint's tensor -> its file's position
 
@@ -528,8 +538,11 @@ class _Stream:
     def items(self, keys: list[str]) -> Iterator[Item]:
         """``(key, tensor, values)`` for each key, in the order given, read ahead over the network."""
         names = [self.name(k) for k in keys]
-        if isinstance(self.ckpt, GGUFCheckpoint):
-            pairs: Iterator[tuple[ValueTensor, TensorBytes]] = iter(self.ckpt.stream(names, self.heads))
+        pairs: Iterator[tuple[ValueTensor, TensorBytes]]
+        if isinstance(self.ckpt, GGUFCheckpoint) and self.mapped:
+            pairs = mapped_values(self.ckpt, [self.mapped[k] for k in keys])
+        elif isinstance(self.ckpt, GGUFCheckpoint):
+            pairs = iter(self.ckpt.stream(names))
         else:
             pairs = iter(self.ckpt.stream(names))
         return ((k, t, d) for k, (t, d) in zip(keys, pairs))
@@ -537,7 +550,9 @@ class _Stream:
     def values(self, key: str) -> TensorBytes:
         """One tensor's values (a GGUF's dequantized, in Hugging Face row order when mapped)."""
         if isinstance(self.ckpt, GGUFCheckpoint):
-            return self.ckpt.data(self.name(key), self.heads.get(self.name(key)))
+            if self.mapped:
+                return mapped_bytes(self.ckpt.file, self.mapped[key])
+            return self.ckpt.data(self.name(key))
         return self.ckpt.data(key)
 
     def stored(self, key: str) -> TensorBytes | None:
@@ -549,6 +564,9 @@ class _Stream:
         return self.ckpt.data(key)
 
     def nbytes(self, key: str) -> int:
+        if key in self.mapped:
+            m = self.mapped[key]
+            return int(m.dtype.nbytes(math.prod(m.shape)))
         t = self.ckpt.info(self.name(key))
         return int(t.dtype.nbytes(t.nelements))
 
@@ -630,17 +648,47 @@ class _Side:
     """One checkpoint as a diff sees it: tensors under the names shown, in file order."""
 
     ckpt: AnyCheckpoint
-    own: dict[str, str]  # shown name -> the checkpoint's name
+    own: dict[str, str]  # shown name -> the checkpoint's name (a GGUF source tensor for a mapped side)
     descs: dict[str, TensorDesc]  # by shown name
-    heads: dict[str, int] = field(default_factory=dict)  # GGUF name -> heads to un-permute with
-    mapped: bool = False
-    left: dict[str, str] = field(default_factory=dict)  # GGUF name -> why its rows stay in GGUF order
+    mapped: dict[str, MappedTensor] = field(default_factory=dict)  # shown name -> how a GGUF tensor is read
+    left: dict[str, str] = field(default_factory=dict)  # shown name -> why its rows stay in GGUF order
+    layout: dict[str, str] = field(default_factory=dict)  # shown name -> the layout change undone
+    dropped: dict[str, str] = field(default_factory=dict)  # GGUF name -> why it is not compared
+    warning: str | None = None  # the mapping's caveat (no table for the architecture)
+
+    @property
+    def is_mapped(self) -> bool:
+        return bool(self.mapped)
 
     def values(self, shown: list[str]) -> Iterator[tuple[ValueTensor, TensorBytes]]:
+        if self.mapped and isinstance(self.ckpt, GGUFCheckpoint):
+            return mapped_values(self.ckpt, [self.mapped[n] for n in shown])
         names = [self.own[n] for n in shown]
-        if isinstance(self.ckpt, GGUFCheckpoint):
-            return iter(self.ckpt.stream(names, self.heads))
         return iter(self.ckpt.stream(names))
+
+
+def mapped_values(ckpt: GGUFCheckpoint, tensors: list[MappedTensor]) -> Iterator[tuple[ValueTensor, TensorBytes]]:
+    """Each mapped GGUF tensor's values, in the order given, under its Hugging Face name.  Tensors
+    read as stored come through the checkpoint's stream (small ones read ahead together on a remote
+    source); the others are computed from their GGUF tensors (:mod:`pysafetensors.gguf.hf_bytes`)."""
+    direct = [t for t in tensors if reads_as_stored(t)]
+    streamed = ckpt.stream([t.source for t in direct], {t.source: t.heads for t in direct if t.heads})
+    for t in tensors:
+        data = next(streamed)[1] if reads_as_stored(t) else mapped_bytes(ckpt.file, t)
+        yield MappedValue(t.name, t.dtype, t.shape), data
+
+
+@dataclass(frozen=True)
+class MappedValue:
+    """A GGUF tensor as the Hugging Face tensor it maps to (:class:`ValueTensor`)."""
+
+    name: str
+    dtype: Any
+    shape: tuple[int, ...]
+
+    @property
+    def nelements(self) -> int:
+        return math.prod(self.shape)
 
 
 def _plain_side(ckpt: AnyCheckpoint) -> _Side:
@@ -652,23 +700,39 @@ def _plain_side(ckpt: AnyCheckpoint) -> _Side:
 
 
 def _mapped_side(ckpt: GGUFCheckpoint, other: set[str]) -> tuple[_Side, list[str]]:
-    """The GGUF's tensors under Hugging Face names, when that matches more of ``other``: of the
-    names gguf-py knows for a tensor, the one ``other`` holds, else :func:`hf_names`' choice."""
+    """The GGUF's tensors as the Hugging Face checkpoint they map to (:func:`plan_hf`: the
+    architecture's table; without one, of the names gguf-py knows for a tensor, the one ``other``
+    holds), when that matches more of ``other`` than the GGUF names do."""
     plain = _plain_side(ckpt)
-    mapping = hf_names(ckpt.header)
+    mapping = plan_hf(ckpt.header)
     candidates = hf_candidates(ckpt.header)
-    own: dict[str, str] = {}
-    for t in ckpt.tensors:
-        held = [c for c in candidates.get(t.name, []) if c in other]
-        shown = held[0] if held else mapping.hf.get(t.name, t.name)
-        if shown in own:  # two GGUF names for one HF name: keep the second as it is
-            shown = t.name
-        own[shown] = t.name
-    if len(other & set(own)) <= len(other & set(plain.own)):
+    mapped: dict[str, MappedTensor] = {}
+    planned: dict[str, str] = {}  # shown name -> the name plan_hf gave
+    for t in mapping.tensors:
+        held = [c for c in candidates.get(t.source, []) if c in other] if t.name not in other else []
+        if held and t.piece is None:
+            # Another checkpoint layout gguf-py knows (Meta's layers.N.attention.wq): that layout is
+            # what llama.cpp stored, so the values are compared as they are.
+            info = ckpt.file.info(t.source)
+            t = MappedTensor(held[0], t.source, info.shape, dtype=value_dtype(info))
+        shown = t.name
+        if shown in mapped:  # two GGUF names for one HF name: keep the second as it is
+            shown = t.source
+        mapped[shown] = dataclasses.replace(t, name=shown)
+        planned[shown] = t.name
+    if len(other & set(mapped)) <= len(other & set(plain.own)):
         return plain, []
-    heads, left = qk_order(ckpt.header, {name: shown for shown, name in own.items()})
-    descs = {shown: dataclasses.replace(plain.descs[name], name=shown) for shown, name in own.items()}
-    return _Side(ckpt, own, descs, heads, mapped=True, left=left), mapping.unmapped
+    descs = {}
+    for shown, t in mapped.items():
+        source = plain.descs[t.source]
+        share = t.piece[1] if t.piece is not None else 1  # a slice of a split tensor: its share of the bytes
+        descs[shown] = TensorDesc(shown, source.dtype, list(t.shape), source.nbytes // share)
+    left = {shown: mapping.left_in_gguf_order[name] for shown, name in planned.items()
+            if name in mapping.left_in_gguf_order}
+    layout = {shown: t.op for shown, t in mapped.items() if t.op and t.op not in ("q", "k")}
+    side = _Side(ckpt, {shown: t.source for shown, t in mapped.items()}, descs, mapped, left, layout,
+                 dict(mapping.dropped), mapping.warning)
+    return side, mapping.unmapped
 
 
 def _sides(a: AnyCheckpoint, b: AnyCheckpoint) -> tuple[_Side, _Side, list[str]]:
@@ -693,12 +757,14 @@ def _diff_gguf(a: AnyCheckpoint, b: AnyCheckpoint, mode: str, values: bool, rtol
                        formats=[c.format if isinstance(c, GGUFCheckpoint) else "safetensors" for c in (a, b)])
     sa, sb, r.unmapped = _sides(a, b)
     for side in (sa, sb):
-        if side.mapped and isinstance(side.ckpt, GGUFCheckpoint):
+        if side.is_mapped and isinstance(side.ckpt, GGUFCheckpoint):
             r.architecture = side.ckpt.header.architecture
             r.names_mapped = sum(1 for shown, name in side.own.items() if shown != name)
-            r.unpermuted = sorted(shown for shown, name in side.own.items() if name in side.heads)
-            r.left_in_gguf_order = {shown: f"{name}: {side.left[name]}" for shown, name in sorted(side.own.items())
-                                    if name in side.left}
+            r.unpermuted = sorted(shown for shown, t in side.mapped.items() if t.op in ("q", "k"))
+            r.left_in_gguf_order = dict(sorted(side.left.items()))
+            r.layout_changes = dict(sorted(side.layout.items()))
+            r.dropped = side.dropped
+            r.warning = side.warning
     da, db = sa.descs, sb.descs
     r.tensors_added = [db[n] for n in sorted(set(db) - set(da))]
     r.tensors_removed = [da[n] for n in sorted(set(da) - set(db))]
@@ -723,4 +789,4 @@ def _diff_gguf(a: AnyCheckpoint, b: AnyCheckpoint, mode: str, values: bool, rtol
 
 
 def _side_stream(side: _Side) -> _Stream:
-    return _Stream(side.ckpt, list(side.own), side.own, side.heads)
+    return _Stream(side.ckpt, list(side.own), side.own, side.mapped)

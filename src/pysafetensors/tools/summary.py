@@ -246,6 +246,7 @@ def _summarize_gguf(ckpt: GGUFCheckpoint, patterns: Sequence[str] | None, tree: 
         gguf_version=header.version,
         alignment=header.alignment,
         gguf_metadata=entries,
+        files=ckpt.file_names if len(ckpt.file_names) > 1 else None,  # a split set's files
     )
 
 

@@ -17,6 +17,7 @@ from ..format.index import check_shard
 from ..format.rules import check_header
 from ..gguf.check import validate_gguf
 from ..gguf.header import is_gguf
+from ..gguf.split import PartOpener, check_split_set, sibling, split_count
 from ..io.registry import open_source
 from ..reader import read_header_bytes
 from ..sharded import find_in_directory, is_index_name, open_index
@@ -58,8 +59,9 @@ def validate(path: str, storage_options: Mapping[str, Any] | None = None) -> Val
     return validate_file(path, storage_options)
 
 
-def _validate_gguf(path: str, source: Any) -> ValidateResult:
-    """A GGUF file (its magic first): :func:`pysafetensors.gguf.check.validate_gguf`'s problems."""
+def _validate_gguf(path: str, source: Any, open_part: PartOpener | None = None) -> ValidateResult:
+    """A GGUF file (its magic first): :func:`pysafetensors.gguf.check.validate_gguf`'s problems;
+    a file of a split set checks the whole set (:func:`pysafetensors.gguf.split.check_split_set`)."""
 
     def read(offset: int, n: int) -> bytes:
         buf = bytearray(n)
@@ -71,6 +73,12 @@ def _validate_gguf(path: str, source: Any) -> ValidateResult:
     if found.header is not None:
         r.header_size = found.header.data_offset
         r.tensor_count = len(found.header.tensors)
+        if split_count(found.header) > 1:
+            checked = check_split_set(source.name or path, found.header, source.size, open_part)
+            r.files, r.file_size, r.tensor_count = checked.files, checked.size, checked.tensors
+            r.problems = [Problem(p.code, p.message, p.tensor, file=f) for f, p in checked.problems]
+            r.valid = not r.problems
+            return r
     r.problems = [Problem(p.code, p.message, p.tensor) for p in found.problems]
     return r
 
@@ -96,7 +104,9 @@ def validate_file(path: str, storage_options: Mapping[str, Any] | None = None) -
         if magic:
             source.read_into(0, memoryview(magic))
         if is_gguf(bytes(magic)):
-            return _validate_gguf(path, source)
+            siblings = None if stream is not None else (lambda name: open_source(sibling(path, name), "pread",
+                                                                                   storage_options))
+            return _validate_gguf(path, source, siblings)
         r = ValidateResult(path, True, size)
         try:
             header = read_header_bytes(source)
