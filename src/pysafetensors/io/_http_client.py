@@ -1,4 +1,6 @@
-"""HTTP for :class:`~pysafetensors.io.remote.HTTPSource`, through urllib3.
+"""HTTP for :class:`~pysafetensors.io.remote.HTTPSource`, through urllib3, and its options.
+
+:class:`HTTPOptions` is the typed form of an http(s) URL's ``storage_options``, checked once.
 
 urllib3's ``PoolManager`` keeps keep-alive connections per origin (a TLS handshake per tensor
 would otherwise dominate), follows redirects and retries connection failures and 408/429/5xx
@@ -10,8 +12,9 @@ caller:
   in ``headers=`` are dropped when a redirect changes the scheme, host or port.
 - **No silent downgrade.** A redirect from ``https://`` to ``http://`` is refused unless
   ``allow_insecure_redirect=True`` (and then it is followed without those headers).
-- **Bounded waits on the way.** ``Retry-After`` is capped at :data:`RETRY_AFTER_CAP` seconds, and
-  the body of a reply that is retried or redirected is only drained for reuse when it is small.
+- **Bounded waits on the way.** ``Retry-After`` is capped at :data:`RETRY_AFTER_CAP` seconds,
+  the body of a reply that is retried or redirected is only drained for reuse when it is small,
+  and a reply's status line and headers share one deadline (:class:`_HeaderDeadlines`).
 - **The resolved URL is reused.** After a redirect (the Hub sends reads to a CDN) later
   requests go straight to the final URL; a redirect, 401 or 403 there (an expired signed URL)
   sends the client back through the original URL.
@@ -21,17 +24,21 @@ from __future__ import annotations
 
 import base64
 import contextlib
-import http.client
-import io
+import dataclasses
 import logging
+import math
+import numbers
 import os
 import re
 import socket
+import threading
 import time
+import types
 import urllib.parse
 import urllib.request
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
 
 import urllib3
 import urllib3.connection
@@ -46,6 +53,112 @@ MAX_REDIRECTS = 10
 RETRY_AFTER_CAP = 10.0  # seconds: a server cannot park a reader with Retry-After: 86400
 BACKOFF_CAP = 10.0
 _DRAIN_LIMIT = 64 * 1024  # bodies of retried/redirected replies up to this size are read to keep the connection
+
+
+# option -> (whole number?, least value, whether the least value itself is allowed)
+_NUMBERS = {
+    "timeout": (False, 0, False),
+    "min_rate": (False, 0, True),
+    "retries": (True, 0, True),
+    "backoff": (False, 0, True),
+    "coalesce_gap": (True, 0, True),
+    "max_workers": (True, 1, True),
+    "chunk_size": (True, 1, True),
+}
+
+
+@dataclass(frozen=True)
+class HTTPOptions:
+    """How an ``http://`` or ``https://`` file is read: the ``storage_options`` of such a URL.
+
+    :meth:`parse` builds it once from the loose mapping (or keywords); an unknown option raises
+    TypeError listing the known ones, a value of the wrong type TypeError and one out of range
+    ValueError, each naming the option.
+
+    Attributes:
+        headers: extra request headers (for example ``{"Authorization": "Bearer ..."}``).
+        token: shorthand for ``Authorization: Bearer <token>``.
+        timeout: seconds (default 30).  Connecting, the reply's status line and headers (all of
+            them together) and every wait for body bytes are each limited to it, and a reply's
+            body must arrive within ``timeout + its size / min_rate`` seconds of the reply: a
+            transfer that falls behind that schedule raises
+            :class:`~pysafetensors.errors.RemoteTimeout` (naming the URL, the range and the
+            elapsed time) instead of holding the reader.
+        min_rate: bytes per second (default 4096) a reply body must keep up after the first
+            ``timeout`` seconds; ``0`` makes ``timeout`` a hard deadline for every body.
+        retries: retries of each kind of transient failure (connection errors, 408/425/429/5xx
+            replies, replies late or bodies broken off or stalled for ``timeout``); the wait
+            doubles from ``backoff`` seconds (jittered, at most 10 s; ``Retry-After``, capped at
+            10 s, wins).
+        allow_full_download: when the server ignores Range and sends the whole file (200),
+            keep it in memory instead of raising RangeNotSupported.  A compressed reply
+            (``Content-Encoding`` other than identity) is refused either way: its bytes are not
+            the file's, and decompressing an unbounded stream into memory is not safe.
+        allow_insecure_redirect: follow a redirect from ``https://`` to ``http://`` (without
+            credentials).  Refused by default.
+        verify: TLS certificate check: True (system CAs), False (none), or a CA bundle path
+            (a file, or a directory of certificates).
+        coalesce_gap: ranges closer than this many bytes are fetched in one request.
+        max_workers: concurrent requests for independent ranges and for the ``chunk_size``
+            pieces of a large read (and the connections kept alive).
+        chunk_size: a read larger than this is fetched in pieces of this size.
+    """
+
+    headers: Mapping[str, str] = field(default_factory=dict, hash=False)
+    token: str | None = None
+    timeout: float = 30.0
+    min_rate: float = 4096.0
+    retries: int = 4
+    backoff: float = 0.25
+    allow_full_download: bool = False
+    allow_insecure_redirect: bool = False
+    verify: bool | str = True
+    coalesce_gap: int = 256 * 1024
+    max_workers: int = 8
+    chunk_size: int = 16 << 20
+
+    @classmethod
+    def parse(cls, options: HTTPOptions | Mapping[str, Any] | None = None, **more: Any) -> HTTPOptions:
+        """``options`` (an HTTPOptions, or a mapping of option names) with ``more`` on top."""
+        base = options if isinstance(options, HTTPOptions) else cls()
+        loose = {**(options if isinstance(options, Mapping) else {}), **more}
+        unknown = [k for k in loose if k not in _OPTION_NAMES]
+        if unknown:
+            raise TypeError(
+                f"unknown storage option {unknown[0]!r} for http(s):// URLs; known options: {', '.join(_OPTION_NAMES)}"
+            )
+        return dataclasses.replace(base, **loose) if loose else base
+
+    def __post_init__(self) -> None:
+        for name, (whole, least, inclusive) in _NUMBERS.items():
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, numbers.Integral if whole else numbers.Real):
+                _mistyped(name, "a whole number" if whole else "a number", value)
+            value = int(value) if whole else float(value)
+            if not (value > least or (inclusive and value == least)) or math.isnan(value):
+                raise ValueError(f"storage option {name!r} must be {'at least' if inclusive else 'over'} {least}, got {value}")
+            object.__setattr__(self, name, value)
+        for name in ("allow_full_download", "allow_insecure_redirect"):
+            if not isinstance(getattr(self, name), bool):
+                _mistyped(name, "True or False", getattr(self, name))
+        verify = os.fspath(self.verify) if isinstance(self.verify, os.PathLike) else self.verify
+        if not isinstance(verify, (bool, str)):
+            _mistyped("verify", "True, False or a CA bundle path", verify)
+        object.__setattr__(self, "verify", verify)
+        if self.token is not None and not isinstance(self.token, str):
+            _mistyped("token", "a string", self.token, show=False)
+        headers = self.headers
+        if not isinstance(headers, Mapping) or not all(isinstance(x, str) for kv in headers.items() for x in kv):
+            _mistyped("headers", "a mapping of strings to strings", headers, show=False)
+        object.__setattr__(self, "headers", types.MappingProxyType(dict(headers)))
+
+
+_OPTION_NAMES = tuple(f.name for f in dataclasses.fields(HTTPOptions))
+
+
+def _mistyped(name: str, expected: str, value: Any, show: bool = True) -> None:
+    got = f"{type(value).__name__} {value!r}" if show else type(value).__name__  # secrets are not echoed
+    raise TypeError(f"storage option {name!r} for http(s):// URLs must be {expected}, got {got}")
 
 
 class InsecureRedirect(MaxRetryError):
@@ -66,7 +179,7 @@ class RedirectPolicy(Retry):
         fresh.allow_insecure_redirect = self.allow_insecure_redirect
         return fresh
 
-    def increment(  # type: ignore[override]
+    def increment(
         self,
         method: str | None = None,
         url: str | None = None,
@@ -145,70 +258,88 @@ def split_userinfo(url: str) -> tuple[str, str | None]:
     return clean, "Basic " + base64.b64encode(token).decode("ascii")
 
 
-class _ReplyReader(io.RawIOBase):
-    """The socket's raw reader, holding reads to a deadline until the reply's headers are in.
+class _HeaderDeadlines:
+    """Shuts the socket of a reply whose status line and headers are late.
 
-    http.client reads the status line and headers one socket read at a time, each bounded only
-    by the socket timeout: a server sending a byte per second would hold it for weeks.  Here the
-    headers share one deadline; the body's pace is the source's business (``deadline = None``).
+    http.client reads them one socket read at a time, each bounded only by the socket timeout
+    (urllib3's ``Timeout`` sets that timeout once per request, ``total`` included), so a server
+    sending a byte per second would hold a reader for weeks.  One thread watches the replies
+    being read and shuts a late one's socket, which ends its read at once; it stops after
+    :attr:`IDLE` seconds with nothing to watch.
     """
 
-    def __init__(self, sock: socket.socket) -> None:
-        super().__init__()
-        self.sock = sock
-        self.raw = sock.makefile("rb", buffering=0)
-        self.limit = sock.gettimeout()  # urllib3 set it to the read timeout for this request
-        self.deadline: float | None = time.monotonic() + self.limit if self.limit else None
+    IDLE = 1.0
 
-    def readable(self) -> bool:
-        return True
+    def __init__(self) -> None:
+        self._cv = threading.Condition()
+        self._due: dict[Any, float] = {}  # connection -> when its headers are late
+        self._wake = 0.0
+        self._thread: threading.Thread | None = None
 
-    def readinto(self, buffer: Any) -> int | None:
-        if self.deadline is not None:
-            left = self.deadline - time.monotonic()
-            if left <= 0:
-                raise TimeoutError("the reply's headers missed their deadline")
-            self.sock.settimeout(min(left, self.limit or left))
-        return self.raw.readinto(buffer)
+    def watch(self, conn: Any, seconds: float) -> None:
+        due = time.monotonic() + seconds
+        with self._cv:
+            self._due[conn] = due
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._run, name="pysafetensors-http-deadlines", daemon=True)
+                self._thread.start()
+            elif due < self._wake:
+                self._cv.notify()
 
-    def close(self) -> None:
-        self.raw.close()
-        super().close()
+    def done(self, conn: Any) -> bool:
+        """Stop watching ``conn``: True when its deadline had passed and its socket was shut."""
+        with self._cv:
+            return self._due.pop(conn, None) is None
+
+    def _run(self) -> None:
+        with self._cv:
+            while True:
+                now = time.monotonic()
+                for conn in [c for c, due in self._due.items() if due <= now]:
+                    del self._due[conn]
+                    sock: socket.socket | None = conn.sock
+                    if sock is not None:
+                        with contextlib.suppress(OSError):  # already closed
+                            socket.socket.shutdown(sock, socket.SHUT_RDWR)  # the plain socket's: TLS state untouched
+                idle = not self._due
+                self._wake = min(self._due.values(), default=now + self.IDLE)
+                self._cv.wait(self._wake - now)
+                if idle and not self._due:
+                    self._thread = None
+                    return
 
 
-class _Reply(http.client.HTTPResponse):
-    """http.client's response whose status line and headers must arrive within the read timeout."""
-
-    def __init__(self, sock: Any, *args: Any, **kwargs: Any) -> None:
-        self._reader = _ReplyReader(sock)
-        super().__init__(_Makefile(self._reader), *args, **kwargs)  # type: ignore[arg-type]
-
-    def begin(self) -> None:
-        try:
-            super().begin()
-        finally:
-            reader = self._reader
-            reader.deadline = None
-            with contextlib.suppress(OSError):  # the socket may be gone with a failed reply
-                reader.sock.settimeout(reader.limit)
+_DEADLINES = _HeaderDeadlines()
 
 
-class _Makefile:
-    """What http.client.HTTPResponse asks of a socket: ``makefile("rb")``."""
+_T = TypeVar("_T")
 
-    def __init__(self, reader: _ReplyReader) -> None:
-        self.reader = reader
 
-    def makefile(self, mode: str, *args: Any, **kwargs: Any) -> io.BufferedReader:
-        return io.BufferedReader(self.reader)
+def _reply_in_time(conn: Any, read_reply: Callable[[], _T]) -> _T:
+    """``read_reply()`` (http.client reading the status line and headers), within ``conn.timeout``."""
+    limit = conn.timeout
+    if not isinstance(limit, (int, float)) or limit <= 0:
+        return read_reply()
+    _DEADLINES.watch(conn, limit)
+    try:
+        reply = read_reply()
+    except BaseException:
+        if _DEADLINES.done(conn):
+            raise TimeoutError("the reply's status line and headers missed their deadline") from None
+        raise
+    if _DEADLINES.done(conn):
+        raise TimeoutError("the reply's status line and headers missed their deadline")
+    return reply
 
 
 class _Connection(urllib3.connection.HTTPConnection):
-    response_class = _Reply
+    def getresponse(self) -> urllib3.HTTPResponse:  # type: ignore[override]  # as urllib3 declares it
+        return _reply_in_time(self, super().getresponse)
 
 
 class _TLSConnection(urllib3.connection.HTTPSConnection):
-    response_class = _Reply
+    def getresponse(self) -> urllib3.HTTPResponse:  # type: ignore[override]  # as urllib3 declares it
+        return _reply_in_time(self, super().getresponse)
 
 
 class _Pool(urllib3.HTTPConnectionPool):
@@ -226,7 +357,7 @@ def _pool_manager(url: str, maxsize: int, verify: bool | str) -> urllib3.PoolMan
     elif isinstance(verify, str):
         tls["cert_reqs"] = "CERT_REQUIRED"
         tls["ca_cert_dir" if os.path.isdir(verify) else "ca_certs"] = verify
-    pool_kw: dict[str, Any] = {"num_pools": 8, "maxsize": max(1, maxsize), "block": False, **tls}
+    pool_kw: dict[str, Any] = {"num_pools": 8, "maxsize": maxsize, "block": False, **tls}
     p = urllib.parse.urlsplit(url)
     proxy = urllib.request.getproxies().get(p.scheme.lower())
     if proxy and not urllib.request.proxy_bypass(p.hostname or ""):
@@ -242,54 +373,47 @@ def _pool_manager(url: str, maxsize: int, verify: bool | str) -> urllib3.PoolMan
 class HttpClient:
     """Ranged GETs of one resource: the pool, the retry policy and the resolved URL."""
 
-    def __init__(
-        self,
-        url: str,
-        headers: Mapping[str, str],
-        *,
-        user_headers: Mapping[str, str] | None = None,
-        retries: int = 4,
-        backoff: float = 0.25,
-        verify: bool | str = True,
-        allow_insecure_redirect: bool = False,
-        maxsize: int = 8,
-    ) -> None:
+    def __init__(self, url: str, options: HTTPOptions | Mapping[str, Any] | None = None) -> None:
+        self.options = opts = HTTPOptions.parse(options)
         self.url, basic = split_userinfo(url)
-        self.headers = dict(headers)
+        user = dict(opts.headers)
+        if opts.token:
+            user["Authorization"] = f"Bearer {opts.token}"
+        self.headers = {"User-Agent": "pysafetensors", "Accept-Encoding": "identity", **user}
         if basic and not any(k.lower() == "authorization" for k in self.headers):
             self.headers["Authorization"] = basic
         # What never leaves the origin: credentials and anything the caller chose to send.
-        self.private = CREDENTIAL_HEADERS | {k.lower() for k in (user_headers or {})}
-        retries = max(0, int(retries))
-        policy = RedirectPolicy(
+        self.private = CREDENTIAL_HEADERS | {k.lower() for k in user}
+        self.policy = RedirectPolicy(
             total=None,
-            connect=retries,
-            read=retries,
-            status=retries,
+            connect=opts.retries,
+            read=opts.retries,
+            status=opts.retries,
             other=0,  # TLS failures and the like do not get better by asking again
             redirect=MAX_REDIRECTS,
             status_forcelist=RETRY_STATUS,
             allowed_methods=frozenset({"GET"}),
-            backoff_factor=backoff,
+            backoff_factor=opts.backoff,
             backoff_max=BACKOFF_CAP,
-            backoff_jitter=backoff,
+            backoff_jitter=opts.backoff,
             raise_on_status=False,
             raise_on_redirect=True,
             respect_retry_after_header=True,
             remove_headers_on_redirect=self.private,
         )
-        policy.allow_insecure_redirect = allow_insecure_redirect
-        self.policy = policy
-        self._pool = _pool_manager(self.url, maxsize, verify)
+        self.policy.allow_insecure_redirect = opts.allow_insecure_redirect
+        # Connecting and each wait for bytes; the reply's headers share one deadline (_HeaderDeadlines).
+        self.timeout = urllib3.Timeout(connect=opts.timeout, read=opts.timeout)
+        self._pool = _pool_manager(self.url, opts.max_workers, opts.verify)
         self._direct: tuple[str, dict[str, str]] | None = None  # resolved URL and the headers it gets
 
-    def open(self, extra: Mapping[str, str], retry: Retry, timeout: float) -> Any:
+    def open(self, extra: Mapping[str, str], retry: Retry) -> Any:
         """The response (any status, body unread) to GET with ``extra`` headers.
 
         Raises urllib3's MaxRetryError (InsecureRedirect included) when connecting or
         redirecting fails for good.  The caller reads the body and calls :meth:`release`.
         """
-        limits = urllib3.Timeout(connect=timeout, read=timeout)
+        limits = self.timeout
         direct = self._direct
         if direct is not None:
             url, headers = direct
@@ -366,5 +490,5 @@ def final_url(url: str, history: Sequence[Any]) -> str:
     """The URL a chain of redirects (urllib3's retry history) ended at; ``url`` when there was none."""
     for entry in reversed(history):
         if entry.redirect_location and entry.url:
-            return urllib.parse.urljoin(entry.url, entry.redirect_location)
+            return urllib.parse.urljoin(str(entry.url), str(entry.redirect_location))
     return url

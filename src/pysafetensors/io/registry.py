@@ -63,10 +63,10 @@ def source_class(scheme: str) -> Any:
 def open_url(url: str, storage_options: Mapping[str, Any] | None = None) -> Any:
     """The source for a remote URL (any scheme but ``file``), through the registry.
 
-    ``storage_options`` go to the remote source: for HTTP ``headers``, ``token``,
-    ``timeout``, ``min_rate``, ``retries``, ``backoff``, ``allow_full_download``,
-    ``allow_insecure_redirect``, ``verify``... (see :class:`~pysafetensors.io.remote.HTTPSource`);
-    for fsspec URLs the filesystem's own options (``key``, ``secret``, ``client_kwargs``, ``anon``...).
+    ``storage_options`` go to the remote source: for HTTP the fields of
+    :class:`~pysafetensors.io.remote.HTTPOptions` (``headers``, ``token``, ``timeout``,
+    ``retries``...), checked there; for fsspec URLs the filesystem's own options (``key``,
+    ``secret``, ``client_kwargs``, ``anon``...); for a registered scheme, its class's keywords.
     """
     scheme = url_scheme(url)
     if scheme is None or scheme == "file":
@@ -75,15 +75,7 @@ def open_url(url: str, storage_options: Mapping[str, Any] | None = None) -> Any:
     cls = source_class(scheme)
     if REGISTRY.get(scheme, FSSPEC) is FSSPEC:
         return cls(url, storage_options=options)
-    try:
-        return cls(url, **options)
-    except TypeError as e:
-        if "unexpected keyword argument" not in str(e):
-            raise
-        import inspect
-
-        known = [n for n, p in inspect.signature(cls).parameters.items() if p.kind is p.KEYWORD_ONLY]
-        raise TypeError(f"unknown storage option for {scheme}:// URLs ({e}); known options: {', '.join(known)}") from e
+    return cls(url, **options)
 
 
 def sibling_url(url: str, name: str) -> str:
