@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import stat
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -22,15 +21,6 @@ from ..errors import ConversionError
 # Space left free on the temporary directory's filesystem while spooling.
 SPOOL_RESERVE = 64 << 20
 _CHUNK = 1 << 20
-
-
-def is_stream(path: str) -> bool:
-    """Whether ``path`` is a pipe, FIFO, socket or character device (False when it is missing)."""
-    try:
-        mode = os.stat(path).st_mode
-    except OSError:
-        return False
-    return stat.S_ISFIFO(mode) or stat.S_ISCHR(mode) or stat.S_ISSOCK(mode)
 
 
 def spool_limit(directory: str | None = None) -> int:

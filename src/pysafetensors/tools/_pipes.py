@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import json
 import os
-import stat
 
 from ..errors import SourceError
 from ..format.header import HEADER_CAP, N_LEN
 from ..gguf.header import is_gguf
 from ..io.registry import url_scheme
+from ..io.regular import is_stream
 from ..io.sources import MemorySource
 
 # A pipe or character device is read into memory; this bounds what its header may claim.
@@ -91,18 +91,9 @@ def read_stream(path: str) -> bytes:
         os.close(fd)
 
 
-def is_stream(mode: int) -> bool:
-    """Whether ``st_mode`` is a pipe/FIFO, a socket or a character device."""
-    return stat.S_ISFIFO(mode) or stat.S_ISCHR(mode) or stat.S_ISSOCK(mode)
-
-
 def stream_source(path: str) -> MemorySource | None:
     """A local pipe, FIFO, socket or character device read into memory (:func:`read_stream`);
     None for anything else (a regular file, a directory, a URL, a path that does not exist)."""
-    if url_scheme(path) is not None:
+    if url_scheme(path) is not None or not is_stream(path):
         return None
-    try:
-        mode = os.stat(path).st_mode
-    except OSError:
-        return None
-    return MemorySource(read_stream(path), name=path) if is_stream(mode) else None
+    return MemorySource(read_stream(path), name=path)

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import IO, Any
 
 from ..convert import ConversionReport, convert_file
-from ..convert.streams import is_stream, spooled
+from ..convert.streams import spooled
 from ..errors import SafetensorError
 from ..format.dtypes import BY_CODE
 from ..gguf.convert import GGUFConversion, convert_gguf, output_code
@@ -27,6 +27,7 @@ from ..gguf.reader import GGUFFile
 from ..io.protocols import ByteSource
 from ..io.redact import redact_url
 from ..io.registry import open_source, url_scheme
+from ..io.regular import is_stream
 from ._base import JsonResult, Progress, no_progress
 
 
