@@ -109,6 +109,12 @@ class FsspecSource(RangedSource):
             data = self.fs.cat_file(self.path, start=start, end=end)
         except Exception as e:  # noqa: BLE001
             raise self._error(f"read of bytes {start}-{end}", e, start) from None
+        return self._whole(data, start, end)
+
+    def _whole(self, data: Any, start: int, end: int) -> bytes:
+        """``data``, the bytes ``start``-``end`` the filesystem returned, when it is all of them."""
+        if isinstance(data, BaseException):  # cat_ranges(on_error="return")
+            raise self._error(f"read of bytes {start}-{end}", data, start) from None
         if len(data) != end - start:
             raise RemoteError(
                 f"{self.name}: short read at offset {start}: wanted {end - start} bytes, got {len(data)}",
@@ -133,15 +139,7 @@ class FsspecSource(RangedSource):
             )
         except Exception as e:  # noqa: BLE001
             raise self._error("ranged read", e, spans[0][0]) from None
-        for (start, end), blob in zip(spans, blobs):
-            if isinstance(blob, BaseException):
-                raise self._error(f"read of bytes {start}-{end}", blob, start) from None
-            if len(blob) != end - start:
-                raise RemoteError(
-                    f"{self.name}: short read at offset {start}: wanted {end - start} bytes, got {len(blob)}",
-                    url=self.name,
-                    offset=start,
-                )
+        blobs = [self._whole(blob, start, end) for (start, end), blob in zip(spans, blobs)]
         for g, (start, _), blob in zip(groups, spans, blobs):
             for offset, buf in g:
                 buf[:] = blob[offset - start : offset - start + len(buf)]

@@ -24,8 +24,9 @@ from urllib3.exceptions import MaxRetryError, ProtocolError, ReadTimeoutError, R
 
 from ..errors import FileClosed, RangeNotSupported, RemoteError, RemoteTimeout, SafetensorError
 from ._fsspec import FsspecSource
-from ._http_client import RETRY_STATUS, HttpClient, HTTPOptions, InsecureRedirect, ReplySchedule, describe_error
+from ._http_client import RETRY_STATUS, HttpClient, InsecureRedirect, ReplySchedule, describe_error
 from ._ranged import PREFETCH, RangedSource
+from .http_options import HTTPOptions
 from .redact import redact_text, redact_url
 
 _CONTENT_RANGE = re.compile(r"^\s*bytes\s+(?:(\d+)-(\d+)|\*)\s*/\s*(\d+|\*)\s*$", re.IGNORECASE)
