@@ -152,8 +152,8 @@ class _HeaderDeadlines:
     http.client reads them one socket read at a time, each bounded only by the socket timeout
     (urllib3's ``Timeout`` sets that timeout once per request, ``total`` included), so a server
     sending a byte per second would hold a reader for weeks.  One thread watches the replies
-    being read and shuts a late one's socket, which ends its read at once; it stops after
-    :attr:`IDLE` seconds with nothing to watch.
+    being read and shuts a late one's socket, which ends its read at once; it looks again at
+    least every :attr:`IDLE` seconds and stops after that long with nothing to watch.
     """
 
     IDLE = 1.0
@@ -190,7 +190,7 @@ class _HeaderDeadlines:
                         with contextlib.suppress(OSError):  # already closed
                             socket.socket.shutdown(sock, socket.SHUT_RDWR)  # the plain socket's: TLS state untouched
                 idle = not self._due
-                self._wake = min(self._due.values(), default=now + self.IDLE)
+                self._wake = min([*self._due.values(), now + self.IDLE])  # a look at least every IDLE s
                 self._cv.wait(self._wake - now)
                 if idle and not self._due:
                     self._thread = None
