@@ -116,11 +116,12 @@ def test_a_mistyped_token_is_not_echoed() -> None:
     assert "secret" not in str(e.value)
 
 
-def test_http_options_are_parsed_once_and_frozen() -> None:
+def test_http_options_are_parsed_once_and_frozen(tmp_path) -> None:
     opts = HTTPOptions.parse({"timeout": 5, "retries": np.int64(2), "headers": {"X-A": "1"}}, verify=False)
     assert (opts.timeout, opts.retries, opts.verify) == (5.0, 2, False)
     assert type(opts.timeout) is float and type(opts.retries) is int
     assert HTTPOptions.parse(opts) is opts and HTTPOptions.parse(opts, retries=0).retries == 0
+    assert HTTPOptions(verify=tmp_path / "ca.pem").verify == str(tmp_path / "ca.pem")  # a CA bundle path, not True
     with pytest.raises(TypeError):
         opts.headers["X-B"] = "2"  # type: ignore[index]
     with pytest.raises(AttributeError):

@@ -39,7 +39,7 @@ class Sink(Protocol):
 
 
 class FileSink(Sink, Protocol):
-    """A sink for one file that appears only on ``commit`` (what :func:`open_sink` returns)."""
+    """A sink for one file that appears only on ``commit`` (what :func:`pysafetensors.io.targets.open_sink` returns)."""
 
     path: str  # the target as messages show it (a URL without its secrets)
 
