@@ -9,10 +9,9 @@ from __future__ import annotations
 
 from ._alias import install_as_safetensors, uninstall_as_safetensors
 from ._api import SafetensorsWriter, TensorSpec, deserialize, open_writer, serialize, serialize_file
+from ._version import __version__
 from .errors import SafetensorError
 from .handle import _safe_open_handle, safe_open
-
-__version__ = "0.2.0.dev0"  # the one version number: pyproject.toml reads it from here
 
 __all__ = [
     "SafetensorError",

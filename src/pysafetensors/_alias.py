@@ -32,6 +32,8 @@ from collections.abc import Iterator, Sequence
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, cast
 
+from . import _api, errors, handle
+from ._version import __version__
 from .errors import AliasConflict
 
 if TYPE_CHECKING:
@@ -49,10 +51,13 @@ SUBMODULES = {
     "paddle": "pysafetensors.paddle",
     "mlx": "pysafetensors.mlx",
 }
-# Upstream's top level (its __init__ re-exports them from the compiled _safetensors_rust).
-TOP_LEVEL = (
-    "SafetensorError", "TensorSpec", "deserialize", "safe_open", "_safe_open_handle", "serialize", "serialize_file",
-)
+# Upstream's top level (its __init__ re-exports them from the compiled _safetensors_rust), each
+# taken from the module that defines it here (the package root, which imports this one, re-exports them).
+_DEFINED_IN: dict[str, ModuleType] = {
+    "SafetensorError": errors, "TensorSpec": _api, "deserialize": _api, "safe_open": handle,
+    "_safe_open_handle": handle, "serialize": _api, "serialize_file": _api,
+}
+TOP_LEVEL = tuple(_DEFINED_IN)
 # Names upstream's face modules define that ours do not: private conversion helpers and
 # tables built on its TensorSpec/numpy round trips (no client library we checked uses them;
 # torch.distributed.checkpoint's ``_getdtype`` and transformers' ``_remove_duplicate_names``,
@@ -91,14 +96,12 @@ def _is_ours(module: Any) -> bool:
 
 def _top_level(name: str) -> ModuleType:
     """A fresh ``safetensors`` (or ``safetensors._safetensors_rust``) module."""
-    import pysafetensors
-
     module = ModuleType(name, "pysafetensors standing in for safetensors (pysafetensors.install_as_safetensors)")
-    for attr in TOP_LEVEL:
-        setattr(module, attr, getattr(pysafetensors, attr))
+    for attr, defined_in in _DEFINED_IN.items():
+        setattr(module, attr, getattr(defined_in, attr))
     module.__version__ = UPSTREAM_VERSION  # type: ignore[attr-defined]
     module.__alias_of__ = "pysafetensors"  # type: ignore[attr-defined]
-    module.__pysafetensors_version__ = pysafetensors.__version__  # type: ignore[attr-defined]
+    module.__pysafetensors_version__ = __version__  # type: ignore[attr-defined]
     if name == _RUST:
         module.__all__ = list(RUST_ALL)  # type: ignore[attr-defined]
     return module
@@ -134,11 +137,9 @@ def _distribution() -> Distribution:
     """A ``safetensors`` distribution for ``importlib.metadata`` (imported only when asked)."""
     import importlib.metadata
 
-    import pysafetensors
-
     text = (
         f"Metadata-Version: 2.1\nName: {NAME}\nVersion: {UPSTREAM_VERSION}\n"
-        f"Summary: provided by pysafetensors {pysafetensors.__version__} (install_as_safetensors)\n"
+        f"Summary: provided by pysafetensors {__version__} (install_as_safetensors)\n"
     )
 
     class Metadata(importlib.metadata.Distribution):

@@ -53,7 +53,7 @@ from .io import fstype
 from .io.memory import mem_available
 from .io.protocols import capabilities
 from .io.registry import open_source, sibling_url, url_scheme
-from .io.sinks import StorageOptions, is_url_target, open_directory, open_sink
+from .io.targets import StorageOptions, is_url_target, open_directory, open_sink
 from .reader import RawTensor, RegionRead, SafeFile, check_threads, default_threads
 from .writer import WriteItem, write_file
 

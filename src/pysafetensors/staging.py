@@ -30,7 +30,7 @@ from ._device import parse_device
 from ._optional import require
 from .io.memory import check_allocation
 from .io.protocols import capabilities
-from .io.sources import open_source
+from .io.registry import open_source
 from .reader import SafeFile, check_threads, default_threads
 from .sharded import ShardedFile
 

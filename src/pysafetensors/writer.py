@@ -13,7 +13,7 @@ from .errors import IncompleteWrite, SerializeError, TensorNotFound, UnknownDtyp
 from .format._gcpause import paused_gc
 from .format.dtypes import DType, by_buffer_format, by_name
 from .format.layout import LayoutEntry, WriteLayout, as_shape, plan_layout, unique_by_name
-from .io.sinks import StorageOptions, open_sink
+from .io.targets import StorageOptions, open_sink
 
 if TYPE_CHECKING:
     from typing_extensions import Self

@@ -1,16 +1,23 @@
 """The house's layers (shared/DESIGN.md): each module imports only its own layer and those below.
 
     errors <- format <- io <- reader/writer <- sharded <- adapters <- staging <- handle/_api
-           <- faces, convert, distributed, gguf <- tools <- the package root <- cli, view
+           <- faces, convert, distributed, gguf <- tools <- _alias <- the package root <- cli, view
 
-Every import counts, including the lazy ones inside functions, so a layer cannot reach upward by
-hiding the import in a function body.  The command line and the viewer also use only the public
-names of the layers below them: a ``_private`` name or module imported from a lower layer fails.
+Every import statement counts, including the lazy ones inside functions, so a layer cannot reach
+upward by hiding the import in a function body; and no module is part of an import cycle, inside
+a layer either (two modules that import each other, however lazily, are one module in two files).
+Imports under ``if TYPE_CHECKING:`` never run and are left out of the cycle check.  What is
+imported by name at run time is the documented plugin/optional-dependency mechanism and is not an
+import statement: ``_optional.require`` (third-party extras), the URL scheme registry
+(``io.registry``), the framework adapters (``_adapters``) and the CLI's command table.
+The command line and the viewer also use only the public names of the layers below them: a
+``_private`` name or module imported from a lower layer fails.
 """
 
 from __future__ import annotations
 
 import ast
+from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
@@ -41,14 +48,15 @@ LAYERS: dict[str, int] = {
     "mlx": 9,
     "distributed": 9,
     "convert": 9,
+    "_version": 0,
     "tools": 10,
-    "__init__": 11,
     "_alias": 11,
-    "__version__": 11,
-    "run": 12,
-    "cli": 12,
-    "view": 12,
-    "__main__": 13,
+    "__init__": 12,
+    "__version__": 12,  # the root's name, from _version
+    "run": 13,
+    "cli": 13,
+    "view": 13,
+    "__main__": 14,
 }
 
 
@@ -116,3 +124,102 @@ def test_the_shells_use_public_names_only(top: str) -> None:
             assert private_modules in ([], ["_optional"]), (path.name, module)
             private_names = [n for n in names if n.startswith("_") and n != "__version__"]
             assert not private_names, (path.name, module, private_names)
+
+
+# --- no cycles ---------------------------------------------------------------------------------
+
+
+def _module_names() -> dict[str, Path]:
+    """Dotted name -> file for every module of the package (a package by its ``__init__``)."""
+    out = {}
+    for path in _modules():
+        parts = path.relative_to(PKG).with_suffix("").parts
+        out[".".join(["pysafetensors", *(parts[:-1] if parts[-1] == "__init__" else parts)])] = path
+    return out
+
+
+def _graph() -> dict[str, dict[str, str]]:
+    """module -> {module it imports: "module level" or "in a function"}, imports under
+    ``if TYPE_CHECKING:`` left out.  ``from pkg import name`` is an import of the submodule
+    ``pkg.name`` when there is one, else of ``pkg``."""
+    modules = _module_names()
+
+    def resolve(dotted: str) -> str:
+        while dotted not in modules:
+            dotted = dotted.rpartition(".")[0]
+        return dotted
+
+    graph: dict[str, dict[str, str]] = {}
+    for name, path in modules.items():
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        lazy = {id(n) for f in ast.walk(tree) if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))
+                for n in ast.walk(f)}
+        type_only = {id(n) for i in ast.walk(tree) if isinstance(i, ast.If) and "TYPE_CHECKING" in ast.unparse(i.test)
+                     for n in ast.walk(i)}
+        edges: dict[str, str] = {}
+        for node in ast.walk(tree):
+            if id(node) in type_only:
+                continue
+            if isinstance(node, ast.ImportFrom):
+                base = package.split(".")[: len(package.split(".")) - node.level + 1] if node.level else []
+                module = ".".join([*base, node.module] if node.module else base)
+                targets = [f"{module}.{a.name}" for a in node.names]
+            elif isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            else:
+                continue
+            for target in targets:
+                if target.split(".")[0] != "pysafetensors" or (imported := resolve(target)) == name:
+                    continue
+                if edges.get(imported) != "module level":
+                    edges[imported] = "in a function" if id(node) in lazy else "module level"
+        graph[name] = edges
+    return graph
+
+
+def _cycles(graph: Mapping[str, Mapping[str, str] | set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan), each sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in graph.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_the_cycle_finder_finds_cycles() -> None:
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert _cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_no_import_cycles() -> None:
+    graph = _graph()
+    assert "pysafetensors.io.sources" in graph["pysafetensors.io.registry"]  # the graph sees relative imports
+    described = [
+        " ; ".join(f"{a} -> {b} ({graph[a][b]})" for a in cycle for b in cycle if b in graph[a])
+        for cycle in _cycles(graph)
+    ]
+    assert not described, "import cycles:\n" + "\n".join(described)

@@ -20,7 +20,7 @@ def test_plan_follows_the_library(sample: Path, tmp_path: Path) -> None:
     # The CLI plans with pysafetensors.format.index (huggingface_hub's rule) in name order: an
     # oversized tensor gets a shard of its own ahead of the one being filled.
     from pysafetensors.format.index import plan_shards, shard_names
-    from pysafetensors.io.sources import open_source
+    from pysafetensors.io.registry import open_source
     from pysafetensors.reader import SafeFile
 
     f = SafeFile(open_source(str(sample)))

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from pysafetensors.format.dtypes import all_dtypes
-from pysafetensors.io.sources import open_source
+from pysafetensors.io.registry import open_source
 from pysafetensors.reader import SafeFile
 
 TORCH_TO_CODE = {d.torch: d.code for d in all_dtypes() if d.torch}

@@ -23,11 +23,11 @@ pytestmark = pytest.mark.timeout(900)
 
 def _version() -> str:
     """``__version__`` as the source states it (read, not imported: the one place it lives)."""
-    with open(os.path.join(PACKAGE, "__init__.py"), encoding="utf-8") as fh:
+    with open(os.path.join(PACKAGE, "_version.py"), encoding="utf-8") as fh:
         for node in ast.parse(fh.read()).body:
             if isinstance(node, ast.Assign) and [getattr(t, "id", None) for t in node.targets] == ["__version__"]:
                 return str(ast.literal_eval(node.value))
-    raise AssertionError("no __version__ in src/pysafetensors/__init__.py")
+    raise AssertionError("no __version__ in src/pysafetensors/_version.py")
 
 
 def _clean_env() -> dict[str, str]:

@@ -12,6 +12,7 @@ import pytest
 from pysafetensors import safe_open
 from pysafetensors.errors import MissingBackend, MissingDependency
 from pysafetensors.io import registry
+from pysafetensors.io.remote import HTTPOptions
 from pysafetensors.io.sources import FileObjectSource, MemorySource, MmapSource, PreadSource
 from pysafetensors.numpy import save, save_file
 
@@ -84,8 +85,47 @@ def test_missing_local_file_keeps_upstream_wording(tmp_path) -> None:
 
 
 def test_unknown_http_option_lists_the_known_ones() -> None:
-    with pytest.raises(TypeError, match="known options: headers, token"):
+    with pytest.raises(TypeError, match="unknown storage option 'anon' .*known options: headers, token"):
         registry.open_source("http://127.0.0.1:9/m.safetensors", storage_options={"anon": True})
+
+
+@pytest.mark.parametrize(
+    ("options", "error", "words"),
+    [
+        ({"timeout": "30"}, TypeError, "'timeout' for http(s):// URLs must be a number, got str '30'"),
+        ({"retries": 2.5}, TypeError, "'retries' for http(s):// URLs must be a whole number"),
+        ({"allow_full_download": "yes"}, TypeError, "'allow_full_download' for http(s):// URLs must be True or False"),
+        ({"verify": 1}, TypeError, "'verify' for http(s):// URLs must be True, False or a CA bundle path"),
+        ({"headers": {"X-Key": 5}}, TypeError, "'headers' for http(s):// URLs must be a mapping of strings to strings"),
+        ({"retries": -1}, ValueError, "'retries' must be at least 0, got -1"),
+        ({"timeout": 0}, ValueError, "'timeout' must be over 0, got 0.0"),
+        ({"max_workers": 0}, ValueError, "'max_workers' must be at least 1, got 0"),
+        ({"min_rate": float("nan")}, ValueError, "'min_rate' must be at least 0, got nan"),
+    ],
+)
+def test_mistyped_http_options_are_named_before_any_request(options: dict, error: type, words: str) -> None:
+    # Port 9 (discard) on loopback: nothing is asked of it, the options fail first.
+    with pytest.raises(error) as e:
+        registry.open_source("http://127.0.0.1:9/m.safetensors", storage_options=options)
+    assert words in str(e.value)
+
+
+def test_a_mistyped_token_is_not_echoed() -> None:
+    with pytest.raises(TypeError, match="'token' for http.* must be a string, got bytes") as e:
+        HTTPOptions.parse({"token": b"hf_secret"})
+    assert "secret" not in str(e.value)
+
+
+def test_http_options_are_parsed_once_and_frozen(tmp_path) -> None:
+    opts = HTTPOptions.parse({"timeout": 5, "retries": np.int64(2), "headers": {"X-A": "1"}}, verify=False)
+    assert (opts.timeout, opts.retries, opts.verify) == (5.0, 2, False)
+    assert type(opts.timeout) is float and type(opts.retries) is int
+    assert HTTPOptions.parse(opts) is opts and HTTPOptions.parse(opts, retries=0).retries == 0
+    assert HTTPOptions(verify=tmp_path / "ca.pem").verify == str(tmp_path / "ca.pem")  # a CA bundle path, not True
+    with pytest.raises(TypeError):
+        opts.headers["X-B"] = "2"  # type: ignore[index]
+    with pytest.raises(AttributeError):
+        opts.timeout = 1.0  # type: ignore[misc]
 
 
 def test_fsspec_chained_url(tmp_path) -> None:

@@ -16,7 +16,7 @@ from collections.abc import Callable
 
 import numpy as np
 import pytest
-from servers import RangeServer
+from servers import RangeServer, self_signed_cert
 
 from pysafetensors import safe_open
 from pysafetensors.errors import HeaderError, RemoteError, RemoteTimeout, SourceError
@@ -59,10 +59,21 @@ def test_trickling_header_reply_trips_the_rate_rule(blob: bytes) -> None:
 
 
 @pytest.mark.timeout(60)
-def test_trickling_reply_headers_meet_one_deadline(blob: bytes) -> None:
-    with RangeServer({"m.safetensors": blob}, trickle_headers=0.05) as s:  # ~200 header bytes: ~10 s
+@pytest.mark.parametrize(
+    ("tls", "pace"),
+    [(False, 0.05), (True, 0.05), (False, 0.005)],
+    # ~200 header bytes: ~10 s, cut in the status line; ~1 s, the status line in time and the rest cut short
+    ids=["http", "https", "status-line-in-time"],
+)
+def test_trickling_reply_headers_meet_one_deadline(
+    blob: bytes, tls: bool, pace: float, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    cert = self_signed_cert(tmp_path_factory.mktemp("tls")) if tls else None
+    with RangeServer({"m.safetensors": blob}, trickle_headers=pace, tls=cert) as s:
+        start = time.monotonic()
         with pytest.raises(RemoteTimeout, match=r"no complete reply \(status line and headers\) within timeout=0.5 s, retried 1 times") as e:
-            HTTPSource(s.url("m.safetensors"), timeout=0.5, retries=1, backoff=0.01)
+            HTTPSource(s.url("m.safetensors"), timeout=0.5, retries=1, backoff=0.01, verify=cert[0] if cert else True)
+        assert time.monotonic() - start < 5  # two deadlines of 0.5 s, not the time the headers take
         assert s.url("m.safetensors") in str(e.value) and e.value.range == f"bytes=0-{PREFETCH - 1}"
         assert s.log.requests == 2  # a stalled reply is asked again, `retries` times
 

@@ -18,7 +18,7 @@ upstream_np = pytest.importorskip("safetensors.numpy")
 @pytest.mark.parametrize("backend", ["mmap", "pread"])
 def test_staging_pipeline_cpu_destination(tmp_path: Any, buffers: int, buffer_bytes: int, backend: str) -> None:
     torch = pytest.importorskip("torch")
-    from pysafetensors.io.sources import open_source
+    from pysafetensors.io.registry import open_source
     from pysafetensors.staging import StagingConfig, load_to_device
     from pysafetensors.torch import save_file
 

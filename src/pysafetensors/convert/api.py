@@ -20,13 +20,14 @@ from ..errors import (
     VerificationFailed,
 )
 from ..io.redact import redact_url
-from ..io.sinks import is_url_target, local_target, remove_target
-from ..io.sources import open_source
+from ..io.registry import open_source
+from ..io.regular import is_stream
+from ..io.targets import is_url_target, local_target, remove_target
 from ..reader import SafeFile
 from .checkpoint import Checkpoint, SourceBytes, Unconvertible, settle
 from .limits import Budget
 from .numpy_files import load_npy, load_npz
-from .streams import is_stream, spooled
+from .streams import spooled
 from .torch_legacy import load_torch_legacy
 from .torch_zip import load_torch_zip
 from .tree import drop_tied, flatten, is_leaf, select

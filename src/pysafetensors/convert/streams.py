@@ -25,15 +25,6 @@ SPOOL_RESERVE = 64 << 20
 _CHUNK = 1 << 20
 
 
-def is_stream(path: str) -> bool:
-    """Whether ``path`` is a pipe, FIFO, socket or character device (False when it is missing)."""
-    try:
-        mode = os.stat(path).st_mode
-    except OSError:
-        return False
-    return stat.S_ISFIFO(mode) or stat.S_ISCHR(mode) or stat.S_ISSOCK(mode)
-
-
 def spool_limit(directory: str | None = None) -> int:
     """How many bytes a spooled copy may take in ``directory`` (default: the temporary directory)."""
     free = shutil.disk_usage(directory or tempfile.gettempdir()).free

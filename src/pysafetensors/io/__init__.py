@@ -14,8 +14,9 @@ from .protocols import (
     ViewSource,
     capabilities,
 )
+from .registry import BACKENDS, check_backend, open_source
 from .sinks import AtomicFileSink, Sink
-from .sources import BACKENDS, FileObjectSource, MemorySource, MmapSource, PreadSource, check_backend, open_source
+from .sources import FileObjectSource, MemorySource, MmapSource, PreadSource
 
 __all__ = [
     "BACKENDS",

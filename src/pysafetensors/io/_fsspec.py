@@ -1,4 +1,5 @@
-"""FsspecSource: a file behind any fsspec URL, read with ranged ``cat_file``/``cat_ranges`` calls.
+"""FsspecSource: a file behind any fsspec URL, read with ranged ``cat_file``/``cat_ranges`` calls;
+:func:`filesystem`, the one way from an fsspec URL to its filesystem, for reading and writing.
 
 Whatever a filesystem raises (a DNS failure of ``ftp://``, a bad zip in ``zip://…::memory://…``,
 an unknown protocol, a dropped connection mid-read) leaves as ``FileNotFoundError`` with
@@ -8,13 +9,14 @@ upstream's wording, :class:`~pysafetensors.errors.MissingBackend`, or a
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from .._optional import require
 from ..errors import MissingBackend, RemoteError, SafetensorError
 from ._ranged import PREFETCH, RangedSource, coalesce
 from .redact import redact_text, redact_url
+from .registry import url_scheme
 
 # Install hints for fsspec protocols whose implementation lives in another package.
 _BACKEND_MODULES = {
@@ -33,6 +35,28 @@ _BACKEND_MODULES = {
 }
 
 
+def filesystem(
+    url: str, storage_options: Mapping[str, Any] | None, fail: Callable[[BaseException, str | None], Exception]
+) -> tuple[Any, str]:
+    """``(fs, path)`` for an fsspec URL; ``storage_options`` go to the filesystem.
+
+    A backend that is not installed raises MissingBackend naming the package to install.
+    Anything else the filesystem raises becomes the caller's error, ``fail(error, scheme)``:
+    ``scheme`` is the URL's scheme when fsspec knows no such protocol, else None.
+    """
+    fsspec = require("fsspec", "fsspec")
+    scheme = url_scheme(url) or "file"
+    try:
+        fs, path = fsspec.core.url_to_fs(url, **dict(storage_options or {}))
+    except ImportError as e:
+        module = _BACKEND_MODULES.get(scheme) or str(getattr(e, "name", "") or "") or f"a backend for {scheme}"
+        raise MissingBackend(module, "fsspec", scheme) from e
+    except Exception as e:  # noqa: BLE001 - every filesystem has its own exceptions: the caller words them
+        unknown = isinstance(e, ValueError) and "Protocol not known" in str(e)
+        raise fail(e, scheme if unknown else None) from None
+    return fs, str(path)
+
+
 class FsspecSource(RangedSource):
     """A file behind any fsspec URL (``s3://``, ``gs://``, ``memory://``, ``hf://``...).
 
@@ -49,29 +73,22 @@ class FsspecSource(RangedSource):
         coalesce_gap: int = 256 * 1024,
         **options: Any,
     ) -> None:
-        fsspec = require("fsspec", "fsspec")
         self.url = url
         self.name = redact_url(url)
         self.coalesce_gap = coalesce_gap
         self.max_workers = 1  # cat_ranges does its own concurrency
         self._closed = False
         self._prefix = b""
-        opts = {**dict(storage_options or {}), **options}
-        scheme = url.split("://", 1)[0].split("::", 1)[0].lower() if "://" in url else "file"
-        try:
-            self.fs, self.path = fsspec.core.url_to_fs(url, **opts)
-        except ImportError as e:
-            module = str(getattr(e, "name", "") or "") or _BACKEND_MODULES.get(scheme, f"a backend for {scheme}")
-            raise MissingBackend(_BACKEND_MODULES.get(scheme, module), "fsspec", scheme) from e
-        except ValueError as e:
-            if "Protocol not known" in str(e):
-                raise RemoteError(
-                    f"{self.name}: unsupported URL scheme {scheme!r}: not http(s), file, or a protocol fsspec knows",
-                    url=self.name,
-                ) from None
-            raise self._error("cannot open this URL", e) from None
-        except Exception as e:  # noqa: BLE001 - every filesystem has its own exceptions: translated here
-            raise self._error("cannot open this URL", e) from None
+
+        def fail(e: BaseException, unknown_scheme: str | None) -> Exception:
+            if unknown_scheme is None:
+                return self._error("cannot open this URL", e)
+            return RemoteError(
+                f"{self.name}: unsupported URL scheme {unknown_scheme!r}: not http(s), file, or a protocol fsspec knows",
+                url=self.name,
+            )
+
+        self.fs, self.path = filesystem(url, {**dict(storage_options or {}), **options}, fail)
         try:
             self.size = int(self.fs.size(self.path))
         except Exception as e:  # noqa: BLE001
@@ -92,6 +109,12 @@ class FsspecSource(RangedSource):
             data = self.fs.cat_file(self.path, start=start, end=end)
         except Exception as e:  # noqa: BLE001
             raise self._error(f"read of bytes {start}-{end}", e, start) from None
+        return self._whole(data, start, end)
+
+    def _whole(self, data: Any, start: int, end: int) -> bytes:
+        """``data``, the bytes ``start``-``end`` the filesystem returned, when it is all of them."""
+        if isinstance(data, BaseException):  # cat_ranges(on_error="return")
+            raise self._error(f"read of bytes {start}-{end}", data, start) from None
         if len(data) != end - start:
             raise RemoteError(
                 f"{self.name}: short read at offset {start}: wanted {end - start} bytes, got {len(data)}",
@@ -116,15 +139,7 @@ class FsspecSource(RangedSource):
             )
         except Exception as e:  # noqa: BLE001
             raise self._error("ranged read", e, spans[0][0]) from None
-        for (start, end), blob in zip(spans, blobs):
-            if isinstance(blob, BaseException):
-                raise self._error(f"read of bytes {start}-{end}", blob, start) from None
-            if len(blob) != end - start:
-                raise RemoteError(
-                    f"{self.name}: short read at offset {start}: wanted {end - start} bytes, got {len(blob)}",
-                    url=self.name,
-                    offset=start,
-                )
+        blobs = [self._whole(blob, start, end) for (start, end), blob in zip(spans, blobs)]
         for g, (start, _), blob in zip(groups, spans, blobs):
             for offset, buf in g:
                 buf[:] = blob[offset - start : offset - start + len(buf)]
@@ -133,4 +148,4 @@ class FsspecSource(RangedSource):
         self._closed = True
 
 
-__all__ = ["FsspecSource"]
+__all__ = ["FsspecSource", "filesystem"]

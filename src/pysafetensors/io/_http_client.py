@@ -10,8 +10,9 @@ caller:
   in ``headers=`` are dropped when a redirect changes the scheme, host or port.
 - **No silent downgrade.** A redirect from ``https://`` to ``http://`` is refused unless
   ``allow_insecure_redirect=True`` (and then it is followed without those headers).
-- **Bounded waits on the way.** ``Retry-After`` is capped at :data:`RETRY_AFTER_CAP` seconds, and
-  the body of a reply that is retried or redirected is only drained for reuse when it is small.
+- **Bounded waits on the way.** ``Retry-After`` is capped at :data:`RETRY_AFTER_CAP` seconds,
+  the body of a reply that is retried or redirected is only drained for reuse when it is small,
+  and a reply's status line and headers share one deadline (:class:`_HeaderDeadlines`).
 - **The resolved URL is reused.** After a redirect (the Hub sends reads to a CDN) later
   requests go straight to the final URL; a redirect, 401 or 403 there (an expired signed URL)
   sends the client back through the original URL.
@@ -21,23 +22,23 @@ from __future__ import annotations
 
 import base64
 import contextlib
-import http.client
-import io
 import logging
 import os
 import re
 import socket
+import threading
 import time
 import urllib.parse
 import urllib.request
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TypeVar
 
 import urllib3
 import urllib3.connection
 from urllib3.exceptions import MaxRetryError
 from urllib3.util.retry import Retry
 
+from .http_options import HTTPOptions
 from .redact import redact_url
 
 RETRY_STATUS = frozenset({408, 425, 429, 500, 502, 503, 504})
@@ -66,7 +67,7 @@ class RedirectPolicy(Retry):
         fresh.allow_insecure_redirect = self.allow_insecure_redirect
         return fresh
 
-    def increment(  # type: ignore[override]
+    def increment(
         self,
         method: str | None = None,
         url: str | None = None,
@@ -145,70 +146,89 @@ def split_userinfo(url: str) -> tuple[str, str | None]:
     return clean, "Basic " + base64.b64encode(token).decode("ascii")
 
 
-class _ReplyReader(io.RawIOBase):
-    """The socket's raw reader, holding reads to a deadline until the reply's headers are in.
+class _HeaderDeadlines:
+    """Shuts the socket of a reply whose status line and headers are late.
 
-    http.client reads the status line and headers one socket read at a time, each bounded only
-    by the socket timeout: a server sending a byte per second would hold it for weeks.  Here the
-    headers share one deadline; the body's pace is the source's business (``deadline = None``).
+    http.client reads them one socket read at a time, each bounded only by the socket timeout
+    (urllib3's ``Timeout`` sets that timeout once per request, ``total`` included), so a server
+    sending a byte per second would hold a reader for weeks.  One thread watches the replies
+    being read and shuts a late one's socket, which ends its read at once; it looks again at
+    least every :attr:`IDLE` seconds and stops after that long with nothing to watch.
     """
 
-    def __init__(self, sock: socket.socket) -> None:
-        super().__init__()
-        self.sock = sock
-        self.raw = sock.makefile("rb", buffering=0)
-        self.limit = sock.gettimeout()  # urllib3 set it to the read timeout for this request
-        self.deadline: float | None = time.monotonic() + self.limit if self.limit else None
+    IDLE = 1.0
 
-    def readable(self) -> bool:
-        return True
+    def __init__(self) -> None:
+        self._cv = threading.Condition()
+        self._due: dict[Any, float] = {}  # connection -> when its headers are late
+        self._wake = 0.0
+        self._thread: threading.Thread | None = None
 
-    def readinto(self, buffer: Any) -> int | None:
-        if self.deadline is not None:
-            left = self.deadline - time.monotonic()
-            if left <= 0:
-                raise TimeoutError("the reply's headers missed their deadline")
-            self.sock.settimeout(min(left, self.limit or left))
-        return self.raw.readinto(buffer)
+    def watch(self, conn: Any, seconds: float) -> None:
+        due = time.monotonic() + seconds
+        with self._cv:
+            self._due[conn] = due
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._run, name="pysafetensors-http-deadlines", daemon=True)
+                self._thread.start()
+            elif due < self._wake:
+                self._cv.notify()
 
-    def close(self) -> None:
-        self.raw.close()
-        super().close()
+    def done(self, conn: Any) -> bool:
+        """Stop watching ``conn``: True when its deadline had passed and its socket was shut."""
+        with self._cv:
+            return self._due.pop(conn, None) is None
+
+    def _run(self) -> None:
+        with self._cv:
+            while True:
+                now = time.monotonic()
+                for conn in [c for c, due in self._due.items() if due <= now]:
+                    del self._due[conn]
+                    sock: socket.socket | None = conn.sock
+                    if sock is not None:
+                        with contextlib.suppress(OSError):  # already closed
+                            socket.socket.shutdown(sock, socket.SHUT_RDWR)  # the plain socket's: TLS state untouched
+                idle = not self._due
+                self._wake = min([*self._due.values(), now + self.IDLE])  # a look at least every IDLE s
+                self._cv.wait(self._wake - now)
+                if idle and not self._due:
+                    self._thread = None
+                    return
 
 
-class _Reply(http.client.HTTPResponse):
-    """http.client's response whose status line and headers must arrive within the read timeout."""
-
-    def __init__(self, sock: Any, *args: Any, **kwargs: Any) -> None:
-        self._reader = _ReplyReader(sock)
-        super().__init__(_Makefile(self._reader), *args, **kwargs)  # type: ignore[arg-type]
-
-    def begin(self) -> None:
-        try:
-            super().begin()
-        finally:
-            reader = self._reader
-            reader.deadline = None
-            with contextlib.suppress(OSError):  # the socket may be gone with a failed reply
-                reader.sock.settimeout(reader.limit)
+_DEADLINES = _HeaderDeadlines()
 
 
-class _Makefile:
-    """What http.client.HTTPResponse asks of a socket: ``makefile("rb")``."""
+_T = TypeVar("_T")
 
-    def __init__(self, reader: _ReplyReader) -> None:
-        self.reader = reader
 
-    def makefile(self, mode: str, *args: Any, **kwargs: Any) -> io.BufferedReader:
-        return io.BufferedReader(self.reader)
+def _reply_in_time(conn: Any, read_reply: Callable[[], _T]) -> _T:
+    """``read_reply()`` (http.client reading the status line and headers), within ``conn.timeout``."""
+    limit = conn.timeout
+    if not isinstance(limit, (int, float)) or limit <= 0:
+        return read_reply()
+    _DEADLINES.watch(conn, limit)
+    try:
+        reply = read_reply()
+    except BaseException:
+        if not _DEADLINES.done(conn):
+            raise
+    else:
+        if not _DEADLINES.done(conn):
+            return reply
+    # The socket was shut: the read failed, or the headers were cut short.  Either way, too late.
+    raise TimeoutError("the reply's status line and headers missed their deadline")
 
 
 class _Connection(urllib3.connection.HTTPConnection):
-    response_class = _Reply
+    def getresponse(self) -> urllib3.HTTPResponse:  # type: ignore[override]  # as urllib3 declares it
+        return _reply_in_time(self, super().getresponse)
 
 
 class _TLSConnection(urllib3.connection.HTTPSConnection):
-    response_class = _Reply
+    def getresponse(self) -> urllib3.HTTPResponse:  # type: ignore[override]  # as urllib3 declares it
+        return _reply_in_time(self, super().getresponse)
 
 
 class _Pool(urllib3.HTTPConnectionPool):
@@ -226,7 +246,7 @@ def _pool_manager(url: str, maxsize: int, verify: bool | str) -> urllib3.PoolMan
     elif isinstance(verify, str):
         tls["cert_reqs"] = "CERT_REQUIRED"
         tls["ca_cert_dir" if os.path.isdir(verify) else "ca_certs"] = verify
-    pool_kw: dict[str, Any] = {"num_pools": 8, "maxsize": max(1, maxsize), "block": False, **tls}
+    pool_kw: dict[str, Any] = {"num_pools": 8, "maxsize": maxsize, "block": False, **tls}
     p = urllib.parse.urlsplit(url)
     proxy = urllib.request.getproxies().get(p.scheme.lower())
     if proxy and not urllib.request.proxy_bypass(p.hostname or ""):
@@ -242,54 +262,47 @@ def _pool_manager(url: str, maxsize: int, verify: bool | str) -> urllib3.PoolMan
 class HttpClient:
     """Ranged GETs of one resource: the pool, the retry policy and the resolved URL."""
 
-    def __init__(
-        self,
-        url: str,
-        headers: Mapping[str, str],
-        *,
-        user_headers: Mapping[str, str] | None = None,
-        retries: int = 4,
-        backoff: float = 0.25,
-        verify: bool | str = True,
-        allow_insecure_redirect: bool = False,
-        maxsize: int = 8,
-    ) -> None:
+    def __init__(self, url: str, options: HTTPOptions | Mapping[str, Any] | None = None) -> None:
+        self.options = opts = HTTPOptions.parse(options)
         self.url, basic = split_userinfo(url)
-        self.headers = dict(headers)
+        user = dict(opts.headers)
+        if opts.token:
+            user["Authorization"] = f"Bearer {opts.token}"
+        self.headers = {"User-Agent": "pysafetensors", "Accept-Encoding": "identity", **user}
         if basic and not any(k.lower() == "authorization" for k in self.headers):
             self.headers["Authorization"] = basic
         # What never leaves the origin: credentials and anything the caller chose to send.
-        self.private = CREDENTIAL_HEADERS | {k.lower() for k in (user_headers or {})}
-        retries = max(0, int(retries))
-        policy = RedirectPolicy(
+        self.private = CREDENTIAL_HEADERS | {k.lower() for k in user}
+        self.policy = RedirectPolicy(
             total=None,
-            connect=retries,
-            read=retries,
-            status=retries,
+            connect=opts.retries,
+            read=opts.retries,
+            status=opts.retries,
             other=0,  # TLS failures and the like do not get better by asking again
             redirect=MAX_REDIRECTS,
             status_forcelist=RETRY_STATUS,
             allowed_methods=frozenset({"GET"}),
-            backoff_factor=backoff,
+            backoff_factor=opts.backoff,
             backoff_max=BACKOFF_CAP,
-            backoff_jitter=backoff,
+            backoff_jitter=opts.backoff,
             raise_on_status=False,
             raise_on_redirect=True,
             respect_retry_after_header=True,
             remove_headers_on_redirect=self.private,
         )
-        policy.allow_insecure_redirect = allow_insecure_redirect
-        self.policy = policy
-        self._pool = _pool_manager(self.url, maxsize, verify)
+        self.policy.allow_insecure_redirect = opts.allow_insecure_redirect
+        # Connecting and each wait for bytes; the reply's headers share one deadline (_HeaderDeadlines).
+        self.timeout = urllib3.Timeout(connect=opts.timeout, read=opts.timeout)
+        self._pool = _pool_manager(self.url, opts.max_workers, opts.verify)
         self._direct: tuple[str, dict[str, str]] | None = None  # resolved URL and the headers it gets
 
-    def open(self, extra: Mapping[str, str], retry: Retry, timeout: float) -> Any:
+    def open(self, extra: Mapping[str, str], retry: Retry) -> Any:
         """The response (any status, body unread) to GET with ``extra`` headers.
 
         Raises urllib3's MaxRetryError (InsecureRedirect included) when connecting or
         redirecting fails for good.  The caller reads the body and calls :meth:`release`.
         """
-        limits = urllib3.Timeout(connect=timeout, read=timeout)
+        limits = self.timeout
         direct = self._direct
         if direct is not None:
             url, headers = direct
@@ -366,5 +379,5 @@ def final_url(url: str, history: Sequence[Any]) -> str:
     """The URL a chain of redirects (urllib3's retry history) ended at; ``url`` when there was none."""
     for entry in reversed(history):
         if entry.redirect_location and entry.url:
-            return urllib.parse.urljoin(entry.url, entry.redirect_location)
+            return urllib.parse.urljoin(str(entry.url), str(entry.redirect_location))
     return url

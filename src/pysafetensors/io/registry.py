@@ -1,22 +1,29 @@
-"""URL schemes: a scheme -> source-class registry, and ``open_url`` for remote URLs.
+"""The one way in: :func:`open_source`, from what a caller passed (a path, URL, bytes, file
+object or source) to a :class:`~pysafetensors.io.protocols.ByteSource`.
 
-A URL's scheme picks a source class by import string, so a backend is imported only when a
-URL needs it; a missing optional dependency raises MissingDependency with the install hint.
-Everything goes in through :func:`pysafetensors.io.sources.open_source` (re-exported here),
-which sends remote URLs to :func:`open_url`.
+Local files and in-memory bytes get the sources of :mod:`pysafetensors.io.sources`; a URL's
+scheme picks a source class by import string (:func:`open_url`), so a backend is imported only
+when a URL needs it, and a missing optional dependency raises MissingDependency with the
+install hint.  :func:`register_scheme` adds a scheme (the plugin mechanism).
 """
 
 from __future__ import annotations
 
 import importlib
+import mmap
+import os
 import re
+import stat
 import urllib.parse
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from .._optional import require
-from .sources import open_source  # the one way in; it calls open_url for remote URLs
+from ..errors import InvalidBackend
+from . import fstype
+from .protocols import BinaryFile, ByteSource
+from .sources import FileObjectSource, MemorySource, MmapSource, PreadSource
 
 _URL = re.compile(r"^([A-Za-z][A-Za-z0-9+.\-]+)://")  # 2+ chars: "C:\\x" is a Windows path
 _CHAIN = re.compile(r"^([A-Za-z][A-Za-z0-9+.\-]+)::.*://")  # fsspec chains: "simplecache::s3://b/k"
@@ -63,10 +70,10 @@ def source_class(scheme: str) -> Any:
 def open_url(url: str, storage_options: Mapping[str, Any] | None = None) -> Any:
     """The source for a remote URL (any scheme but ``file``), through the registry.
 
-    ``storage_options`` go to the remote source: for HTTP ``headers``, ``token``,
-    ``timeout``, ``min_rate``, ``retries``, ``backoff``, ``allow_full_download``,
-    ``allow_insecure_redirect``, ``verify``... (see :class:`~pysafetensors.io.remote.HTTPSource`);
-    for fsspec URLs the filesystem's own options (``key``, ``secret``, ``client_kwargs``, ``anon``...).
+    ``storage_options`` go to the remote source: for HTTP the fields of
+    :class:`~pysafetensors.io.remote.HTTPOptions` (``headers``, ``token``, ``timeout``,
+    ``retries``...), checked there; for fsspec URLs the filesystem's own options (``key``,
+    ``secret``, ``client_kwargs``, ``anon``...); for a registered scheme, its class's keywords.
     """
     scheme = url_scheme(url)
     if scheme is None or scheme == "file":
@@ -75,15 +82,73 @@ def open_url(url: str, storage_options: Mapping[str, Any] | None = None) -> Any:
     cls = source_class(scheme)
     if REGISTRY.get(scheme, FSSPEC) is FSSPEC:
         return cls(url, storage_options=options)
-    try:
-        return cls(url, **options)
-    except TypeError as e:
-        if "unexpected keyword argument" not in str(e):
-            raise
-        import inspect
+    return cls(url, **options)
 
-        known = [n for n, p in inspect.signature(cls).parameters.items() if p.kind is p.KEYWORD_ONLY]
-        raise TypeError(f"unknown storage option for {scheme}:// URLs ({e}); known options: {', '.join(known)}") from e
+
+BACKENDS = ("mmap", "pread")
+
+
+def check_backend(backend: object) -> str | None:
+    """``backend`` when it is ``"mmap"``, ``"pread"`` or None (chosen per file); else InvalidBackend."""
+    if backend is None or (isinstance(backend, str) and backend in BACKENDS):
+        return backend
+    raise InvalidBackend(f'backend "{backend}" is invalid (expected one of: "mmap", "pread")', backend=backend)
+
+
+def open_source(
+    obj: Any, backend: str | None = None, storage_options: Mapping[str, Any] | None = None
+) -> ByteSource:
+    """A ByteSource for anything a loader accepts.
+
+    ``obj`` is a path (str or PathLike), a ``file://``, ``http(s)://`` or fsspec URL, a
+    bytes-like object, a binary file object, or a ByteSource (returned as is).
+    ``backend`` (validated for every kind: anything but ``"mmap"``, ``"pread"`` or None raises
+    InvalidBackend) picks how a local file is read; None means ``"mmap"``, except ``"pread"``
+    for files on network and FUSE filesystems (``fstype.default_backend``), where a file
+    shrunk by another client would SIGBUS a map.  File objects with a descriptor are read
+    like their file (``"pread"`` reads through the object itself).  ``storage_options`` go to
+    remote sources (see :func:`open_url`).
+    """
+    backend = check_backend(backend)
+    if isinstance(obj, os.PathLike):
+        obj = os.fspath(obj)
+    if isinstance(obj, str):
+        scheme = url_scheme(obj)
+        if scheme is None:
+            return _open_local(obj, backend)
+        if scheme == "file":
+            return _open_local(file_url_path(obj), backend)
+        source: ByteSource = open_url(obj, storage_options)
+        return source
+    if isinstance(obj, (bytes, bytearray, memoryview, mmap.mmap)):
+        return MemorySource(obj)
+    if isinstance(obj, ByteSource):
+        return obj
+    if isinstance(obj, BinaryFile):
+        return _open_file_object(obj, backend)
+    raise TypeError(
+        f"cannot read safetensors from {type(obj).__name__}: expected a path, URL, bytes-like object, "
+        "binary file object or ByteSource"
+    )
+
+
+def _open_local(path: str, backend: str | None) -> ByteSource:
+    chosen = backend or fstype.default_backend(path)
+    return MmapSource(path) if chosen == "mmap" else PreadSource(path)
+
+
+def _open_file_object(obj: Any, backend: str | None) -> ByteSource:
+    if backend != "pread":
+        try:
+            fd = obj.fileno()
+            regular = stat.S_ISREG(os.fstat(fd).st_mode)
+        except (OSError, ValueError, AttributeError):  # io.UnsupportedOperation is an OSError
+            regular = False
+        proc = f"/proc/self/fd/{fd}" if regular else ""
+        if proc and os.path.exists(proc) and (backend or fstype.default_backend(proc)) == "mmap":
+            name = getattr(obj, "name", None)  # optional, and may be a descriptor number
+            return MmapSource(proc, name if isinstance(name, str) and name else None)
+    return FileObjectSource(obj)
 
 
 def sibling_url(url: str, name: str) -> str:
@@ -108,8 +173,10 @@ def file_url_path(url: str) -> str:
 
 
 __all__ = [
+    "BACKENDS",
     "REGISTRY",
     "SchemeEntry",
+    "check_backend",
     "file_url_path",
     "open_source",
     "open_url",

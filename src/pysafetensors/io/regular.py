@@ -1,4 +1,5 @@
-"""Open a path for reading only when it is a regular file, without ever blocking.
+"""Open a path for reading only when it is a regular file, without ever blocking; what a path
+that is not one is (:func:`file_kind`, :func:`is_stream`).
 
 ``open()`` of a FIFO waits for a writer that may never come, and a directory or a device
 opens fine and fails later with an error that names nothing.  ``open_regular`` opens with
@@ -15,15 +16,24 @@ import stat
 
 from ..errors import DirectoryNotFile, NotARegularFile
 
-_KINDS = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
-          (stat.S_ISSOCK, "a socket"))
+# What a file that is not a regular file is, in words: the one table of file kinds.
+_KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
+          (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
 
 
 def file_kind(mode: int) -> str:
     """What a non-regular ``st_mode`` is, in words ("a FIFO", "a directory"...)."""
-    if stat.S_ISDIR(mode):
-        return "a directory"
     return next((what for test, what in _KINDS if test(mode)), "not a regular file")
+
+
+def is_stream(path: str | os.PathLike[str]) -> bool:
+    """Whether ``path`` is, once links are followed, something read only in order: a pipe or FIFO,
+    a socket or a character device (``/dev/stdin``).  False when it is missing or unreachable."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return False
+    return stat.S_ISFIFO(mode) or stat.S_ISCHR(mode) or stat.S_ISSOCK(mode)
 
 
 def open_regular(path: str | os.PathLike[str]) -> int:

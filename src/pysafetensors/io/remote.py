@@ -26,6 +26,7 @@ from ..errors import FileClosed, RangeNotSupported, RemoteError, RemoteTimeout, 
 from ._fsspec import FsspecSource
 from ._http_client import RETRY_STATUS, HttpClient, InsecureRedirect, ReplySchedule, describe_error
 from ._ranged import PREFETCH, RangedSource
+from .http_options import HTTPOptions
 from .redact import redact_text, redact_url
 
 _CONTENT_RANGE = re.compile(r"^\s*bytes\s+(?:(\d+)-(\d+)|\*)\s*/\s*(\d+|\*)\s*$", re.IGNORECASE)
@@ -37,53 +38,16 @@ _BODY_FAULTS = (Urllib3Error, ConnectionError, TimeoutError)
 class HTTPSource(RangedSource):
     """An ``http://`` or ``https://`` file read with Range requests.
 
-    Args:
-        url: the file's URL.  A ``user:pass@`` part is sent as HTTP basic auth (and never shown).
-        headers: extra request headers (for example ``{"Authorization": "Bearer ..."}``).
-        token: shorthand for ``Authorization: Bearer <token>``.
-        timeout: seconds (default 30).  Connecting, waiting for a reply and every wait for
-            body bytes are each limited to it, and a reply's body must arrive within
-            ``timeout + its size / min_rate`` seconds of the reply: a transfer that falls behind
-            that schedule raises :class:`~pysafetensors.errors.RemoteTimeout` (naming the URL,
-            the range and the elapsed time) instead of holding the reader.
-        min_rate: bytes per second (default 4096) a reply body must keep up after the first
-            ``timeout`` seconds; ``0`` makes ``timeout`` a hard deadline for every body.
-        retries: retries of each kind of transient failure (connection errors, 408/425/429/5xx
-            replies, bodies broken off or stalled for ``timeout``); the wait doubles from
-            ``backoff`` seconds (jittered, at most 10 s; ``Retry-After``, capped at 10 s, wins).
-        allow_full_download: when the server ignores Range and sends the whole file (200),
-            keep it in memory instead of raising RangeNotSupported.  A compressed reply
-            (``Content-Encoding`` other than identity) is refused either way: its bytes are not
-            the file's, and decompressing an unbounded stream into memory is not safe.
-        allow_insecure_redirect: follow a redirect from ``https://`` to ``http://`` (without
-            credentials).  Refused by default.
-        verify: TLS certificate check: True (system CAs), False (none), or a CA bundle path.
-        coalesce_gap: ranges closer than this many bytes are fetched in one request.
-        max_workers: concurrent requests for independent ranges and for the ``chunk_size``
-            pieces of a large read.
+    ``options`` is an :class:`HTTPOptions` (timeouts, retries, credentials, TLS...), or the same
+    as a mapping or keywords (``HTTPSource(url, token=..., retries=8)``), checked once here.  A
+    ``user:pass@`` part of the URL is sent as HTTP basic auth (and never shown).
 
     Redirects are followed (10 at most).  ``token``, ``headers``, ``user:pass@`` credentials,
     cookies and proxy credentials are sent only to the URL's own origin: a redirect that
     changes the scheme, host or port drops them.
     """
 
-    def __init__(
-        self,
-        url: str,
-        *,
-        headers: Mapping[str, str] | None = None,
-        token: str | None = None,
-        timeout: float = 30.0,
-        min_rate: float = 4096,
-        retries: int = 4,
-        backoff: float = 0.25,
-        allow_full_download: bool = False,
-        allow_insecure_redirect: bool = False,
-        verify: bool | str = True,
-        coalesce_gap: int = 256 * 1024,
-        max_workers: int = 8,
-        chunk_size: int = 16 << 20,
-    ) -> None:
+    def __init__(self, url: str, options: HTTPOptions | Mapping[str, Any] | None = None, **more: Any) -> None:
         self.url = url
         self.name = redact_url(url)
         try:
@@ -92,17 +56,10 @@ class HTTPSource(RangedSource):
             raise RemoteError(f"{self.name}: not a valid URL: {e}", url=self.name) from None
         if scheme not in ("http", "https"):
             raise ValueError(f"HTTPSource needs an http:// or https:// URL, got {self.name!r}")
-        user = dict(headers or {})
-        if token:
-            user["Authorization"] = f"Bearer {token}"
-        self.timeout = float(timeout)
-        self.min_rate = max(0.0, float(min_rate))
-        self.retries = max(0, int(retries))
-        self.backoff = backoff
-        self.allow_full_download = allow_full_download
-        self.coalesce_gap = coalesce_gap
-        self.max_workers = max_workers
-        self.chunk_size = max(1, int(chunk_size))
+        self.options = opts = HTTPOptions.parse(options, **more)
+        self.coalesce_gap = opts.coalesce_gap
+        self.max_workers = opts.max_workers
+        self.chunk_size = opts.chunk_size
         self.requests = 0  # counters, for the curious and for tests
         self.bytes_received = 0
         self._count_lock = threading.Lock()
@@ -111,16 +68,7 @@ class HTTPSource(RangedSource):
         self.size = 0
         self.etag: str | None = None  # a strong ETag of the first reply: later replies must match
         try:
-            self._client = HttpClient(
-                url,
-                {"User-Agent": "pysafetensors", "Accept-Encoding": "identity", **user},
-                user_headers=user,
-                retries=self.retries,
-                backoff=backoff,
-                verify=verify,
-                allow_insecure_redirect=allow_insecure_redirect,
-                maxsize=max_workers,
-            )
+            self._client = HttpClient(url, opts)
         except (ValueError, OSError) as e:
             raise RemoteError(redact_text(f"{self.name}: {e}"), url=self.name) from e
         try:
@@ -153,7 +101,7 @@ class HTTPSource(RangedSource):
         # A 200 for a file no bigger than the prefix we asked for is exactly what we wanted.
         small = length is not None and length.isdigit() and int(length) <= PREFETCH
         _refuse_compressed(resp, self.name, "whole-file")
-        if not (self.allow_full_download or small):
+        if not (self.options.allow_full_download or small):
             raise RangeNotSupported(
                 f"{self.name}: the server ignored the Range request and answered 200 with the whole file"
                 + (f" ({length} bytes)" if length else "")
@@ -256,10 +204,11 @@ class HTTPSource(RangedSource):
 
     def _too_slow(self, clock: ReplySchedule, received: int, rng: str) -> RemoteTimeout:
         elapsed = time.monotonic() - clock.start
+        opts = self.options
         rule = (
-            f"slower than min_rate={self.min_rate:g} B/s after the timeout={self.timeout:g} s grace"
-            if self.min_rate
-            else f"past the timeout={self.timeout:g} s deadline"
+            f"slower than min_rate={opts.min_rate:g} B/s after the timeout={opts.timeout:g} s grace"
+            if opts.min_rate
+            else f"past the timeout={opts.timeout:g} s deadline"
         )
         return RemoteTimeout(
             f"{self.name}: Range {rng}: {received} bytes in {elapsed:.1f} s, {rule}",
@@ -292,7 +241,7 @@ class HTTPSource(RangedSource):
             attempts += 1
             before = len(retry.history)
             try:
-                resp = self._client.open({"Range": rng}, retry, self.timeout)
+                resp = self._client.open({"Range": rng}, retry)
             except MaxRetryError as e:
                 raise self._transport_error(e, rng, offset) from None
             except (Urllib3Error, ValueError, OSError) as e:  # e.g. a redirect to an unparsable Location
@@ -310,7 +259,7 @@ class HTTPSource(RangedSource):
                         self._empty(resp)
                         return
                     raise self._status_error(resp.status, rng, offset)
-                handle(resp, ReplySchedule(self.timeout, self.min_rate, resp))
+                handle(resp, ReplySchedule(self.options.timeout, self.options.min_rate, resp))
                 complete = True
                 return
             except SafetensorError:
@@ -354,7 +303,7 @@ class HTTPSource(RangedSource):
         if isinstance(reason, (ReadTimeoutError, TimeoutError)):
             return RemoteTimeout(
                 f"{self.name}: Range {rng}: no complete reply (status line and headers) within "
-                f"timeout={self.timeout:g} s, retried {self.retries} times",
+                f"timeout={self.options.timeout:g} s, retried {self.options.retries} times",
                 url=self.name, offset=offset, range=rng,
             )  # fmt: skip
         text = describe_error(reason) if reason is not None else "failed"
@@ -408,4 +357,4 @@ def _range_start(rng: str) -> int:
     return int(m.group(1)) if m else 0
 
 
-__all__ = ["PREFETCH", "FsspecSource", "HTTPSource"]
+__all__ = ["PREFETCH", "FsspecSource", "HTTPOptions", "HTTPSource"]

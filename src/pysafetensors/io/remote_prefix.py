@@ -17,7 +17,7 @@ from typing import Any
 
 from ..errors import WriteError
 from .redact import redact_url
-from .remote_sinks import _MULTIPART, _NO_DIRECTORIES, _protocols, _write_error, filesystem
+from .remote_sinks import _MULTIPART, _NO_DIRECTORIES, _protocols, _write_error, writable_filesystem
 from .sinks import _STAGING, staging_name
 
 
@@ -34,7 +34,7 @@ class RemotePrefix:
         self.url = base.rstrip("/") if not base.endswith("://") else base
         self.name = redact_url(self.url)
         self.storage_options = dict(storage_options or {})
-        self.fs, path = filesystem(self.url, storage_options)
+        self.fs, path = writable_filesystem(self.url, storage_options)
         self.path = path.rstrip("/")
 
     def join(self, name: str) -> str:

@@ -39,9 +39,8 @@ import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .._optional import require
-from ..errors import MissingBackend, SafetensorError, UnwritableTarget, UploadNotAborted, WriteError
-from ._fsspec import _BACKEND_MODULES
+from ..errors import SafetensorError, UnwritableTarget, UploadNotAborted, WriteError
+from ._fsspec import filesystem
 from ._s3_upload import S3MultipartUpload
 from .redact import redact_text, redact_url
 from .registry import url_scheme
@@ -95,34 +94,28 @@ def _write_error(what: str, shown: str, e: BaseException) -> SafetensorError:
     return WriteError(redact_text(f"{what} {shown} failed: {_detail(e)}"), url=shown, errno=errno)
 
 
-def filesystem(url: str, storage_options: Mapping[str, Any] | None = None) -> tuple[Any, str]:
-    """``(fs, path)`` for a URL to write to; ``storage_options`` go to the filesystem.
+def writable_filesystem(url: str, storage_options: Mapping[str, Any] | None = None) -> tuple[Any, str]:
+    """``(fs, path)`` for a URL to write to (:func:`pysafetensors.io._fsspec.filesystem`).
 
     ``http(s)://`` raises UnwritableTarget; a missing backend MissingBackend (with the
     package to install); anything else the filesystem raises a WriteError."""
-    scheme = url_scheme(url) or ""
     shown = redact_url(url)
-    if scheme in _READ_ONLY:
+    if url_scheme(url) in _READ_ONLY:
         raise UnwritableTarget(
             f"cannot save to {shown}: http(s) URLs are read-only (there is no standard way to write "
             "a file over HTTP); save to a local path or a store URL (s3://, gs://, memory://...) instead",
             url=shown,
         )
-    fsspec = require("fsspec", "fsspec")
-    try:
-        return fsspec.core.url_to_fs(url, **dict(storage_options or {}))
-    except ImportError as e:
-        module = _BACKEND_MODULES.get(scheme) or str(getattr(e, "name", "") or "") or f"a backend for {scheme}"
-        raise MissingBackend(module, "fsspec", scheme) from e
-    except ValueError as e:
-        if "Protocol not known" in str(e):
-            raise UnwritableTarget(
-                f"cannot save to {shown}: unsupported URL scheme {scheme!r}: not file, or a protocol fsspec knows",
-                url=shown,
-            ) from None
-        raise _write_error("opening", shown, e) from None
-    except Exception as e:  # noqa: BLE001 - every filesystem has its own exceptions: translated here
-        raise _write_error("opening", shown, e) from None
+
+    def fail(e: BaseException, unknown_scheme: str | None) -> Exception:
+        if unknown_scheme is None:
+            return _write_error("opening", shown, e)
+        return UnwritableTarget(
+            f"cannot save to {shown}: unsupported URL scheme {unknown_scheme!r}: not file, or a protocol fsspec knows",
+            url=shown,
+        )
+
+    return filesystem(url, storage_options, fail)
 
 
 def _discard(f: Any) -> None:
@@ -155,7 +148,7 @@ class RemoteFileSink(CommitOnExit):
         self.url = url
         self.path = redact_url(url)
         self.durable = default_durable() if durable is None else bool(durable)
-        self.fs, self.key = filesystem(url, storage_options)
+        self.fs, self.key = writable_filesystem(url, storage_options)
         self.multipart = bool(_protocols(self.fs) & _MULTIPART)
         if self.key.endswith("/") or url.split("?", 1)[0].endswith("/"):
             raise WriteError(f"cannot save to {self.path}: it names a directory, not a file", url=self.path)
@@ -371,7 +364,7 @@ class StagedUploadSink(CommitOnExit):
 def remove_object(url: str, storage_options: Mapping[str, Any] | None = None) -> None:
     """Delete the object at ``url`` (best effort: missing, or a failure, is ignored)."""
     with contextlib.suppress(Exception):
-        fs, path = filesystem(url, storage_options)
+        fs, path = writable_filesystem(url, storage_options)
         fs.rm(path)
 
 
@@ -380,7 +373,7 @@ __all__ = [
     "PART_SIZE",
     "RemoteFileSink",
     "StagedUploadSink",
-    "filesystem",
     "part_size",
     "remove_object",
+    "writable_filesystem",
 ]

@@ -1,9 +1,8 @@
-"""Sinks: where written bytes go.  AtomicFileSink never leaves a torn file behind.
+"""Local sinks: where written bytes go on this machine.  AtomicFileSink never leaves a torn file
+behind; StagedDirectory publishes a sharded save's files as a set.
 
-:func:`open_sink` is the one way from a save's target (a path, a ``file://`` URL, or an fsspec
-URL such as ``s3://bucket/model.safetensors``) to a sink that publishes the file only on
-``commit``; :func:`open_directory` does the same for a sharded save's directory or URL prefix.
-URL targets are handled in :mod:`pysafetensors.io.remote_sinks`.
+:func:`pysafetensors.io.targets.open_sink` picks the sink for a save's target (these for a path,
+:mod:`pysafetensors.io.remote_sinks` for a URL).
 """
 
 from __future__ import annotations
@@ -17,13 +16,13 @@ import shutil
 import socket
 import stat
 import sys
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from functools import cache
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from ..errors import WriteError
-from .registry import file_url_path, url_scheme
+from .regular import file_kind
 
 if TYPE_CHECKING:
     from typing_extensions import Self
@@ -40,7 +39,7 @@ class Sink(Protocol):
 
 
 class FileSink(Sink, Protocol):
-    """A sink for one file that appears only on ``commit`` (what :func:`open_sink` returns)."""
+    """A sink for one file that appears only on ``commit`` (what :func:`pysafetensors.io.targets.open_sink` returns)."""
 
     path: str  # the target as messages show it (a URL without its secrets)
 
@@ -58,63 +57,6 @@ class FileSink(Sink, Protocol):
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None: ...
-
-
-StorageOptions = Mapping[str, Any] | None
-
-
-def is_url_target(target: Any) -> bool:
-    """Whether a save's ``target`` is a URL written through a store (not a path, not ``file://``)."""
-    if isinstance(target, os.PathLike):
-        target = os.fspath(target)
-    return url_scheme(target) not in (None, "file")
-
-
-def local_target(target: Any) -> str:
-    """A local target as a path: ``file://`` URLs become their path, other paths stay as given."""
-    path = os.fspath(target)
-    return file_url_path(path) if url_scheme(path) == "file" else path
-
-
-def open_sink(
-    target: str | os.PathLike[str],
-    *,
-    durable: bool | None = None,
-    storage_options: StorageOptions = None,
-    random_access: bool = False,
-) -> FileSink:
-    """The sink a save of one file to ``target`` writes into.
-
-    A path (or ``file://`` URL) gets an :class:`AtomicFileSink` (temp file beside it, renamed
-    on commit); an fsspec URL a :class:`~pysafetensors.io.remote_sinks.RemoteFileSink`
-    (streamed to the store, published on commit), or with ``random_access`` (writes at any
-    offset, for the incremental writer) a
-    :class:`~pysafetensors.io.remote_sinks.StagedUploadSink`, which stages through a local
-    temp file and uploads on commit.  ``http(s)://`` targets raise
-    :class:`~pysafetensors.errors.UnwritableTarget`.  ``storage_options`` go to the store's
-    filesystem (credentials, ``client_kwargs``...); a local target ignores them.
-    """
-    if not is_url_target(target):
-        return AtomicFileSink(local_target(target), durable=durable)
-    from .remote_sinks import RemoteFileSink, StagedUploadSink
-
-    url = os.fspath(target)
-    if random_access:
-        return StagedUploadSink(url, durable=durable, storage_options=storage_options)
-    return RemoteFileSink(url, durable=durable, storage_options=storage_options)
-
-
-def remove_target(target: str | os.PathLike[str], storage_options: StorageOptions = None) -> None:
-    """Delete a file a save wrote (best effort: a missing file or a failure is ignored)."""
-    if not is_url_target(target):
-        try:
-            os.unlink(local_target(target))
-        except OSError:
-            pass
-        return
-    from .remote_sinks import remove_object
-
-    remove_object(os.fspath(target), storage_options)
 
 
 def _writev_all(fd: int, buffers: Sequence[Buffer], name: str) -> int:
@@ -288,10 +230,6 @@ def _fsync_directory(path: str) -> None:
         pass
 
 
-_KINDS = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
-          (stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a directory"))
-
-
 def _special_kind(path: str) -> tuple[str, int] | None:
     """What ``path`` is when it exists and is not a regular file (a symlink judged by what it
     points to), with the errno that fits; None for a regular file or nothing there."""
@@ -301,8 +239,7 @@ def _special_kind(path: str) -> tuple[str, int] | None:
         return None  # nothing there (or not reachable): the real operation gives the real error
     if stat.S_ISREG(st.st_mode):
         return None
-    kind = next((what for test, what in _KINDS if test(st.st_mode)), "not a regular file")
-    return kind, errno.EISDIR if stat.S_ISDIR(st.st_mode) else errno.EINVAL
+    return file_kind(st.st_mode), errno.EISDIR if stat.S_ISDIR(st.st_mode) else errno.EINVAL
 
 
 def check_replaceable(path: str) -> None:
@@ -582,13 +519,3 @@ class LocalDirectory:
     def stage(self, label: str, *, durable: bool | None = None, names: Sequence[str] = ()) -> StagedDirectory:
         """A staging area for the files of one save (``names``: what it will write; unused here)."""
         return StagedDirectory(self.path, label, durable=durable)
-
-
-def open_directory(target: str | os.PathLike[str], storage_options: StorageOptions = None) -> Any:
-    """A sharded save's target: a :class:`LocalDirectory`, or for an fsspec URL a
-    :class:`~pysafetensors.io.remote_prefix.RemotePrefix`."""
-    if not is_url_target(target):
-        return LocalDirectory(local_target(target))
-    from .remote_prefix import RemotePrefix
-
-    return RemotePrefix(os.fspath(target), storage_options)

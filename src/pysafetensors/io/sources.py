@@ -1,11 +1,9 @@
-"""Local byte sources, and :func:`open_source`: the one way from what a caller passed (a path,
-URL, bytes, file object or source) to a :class:`~pysafetensors.io.protocols.ByteSource`.
+"""Local byte sources: ``MmapSource`` (zero-copy views of a copy-on-write map), ``PreadSource``
+(``os.preadv`` from many threads), ``MemorySource`` (bytes already in memory) and
+``FileObjectSource`` (any readable, seekable binary file object).
 
-``MmapSource`` (zero-copy views of a copy-on-write map), ``PreadSource`` (``os.preadv`` from
-many threads), ``MemorySource`` (bytes already in memory) and ``FileObjectSource`` (any
-readable, seekable binary file object) live here; remote sources live in ``remote.py`` and
-are reached through the scheme registry (``registry.py``).  The protocols they implement
-are in ``protocols.py``.
+Remote sources live in ``remote.py``; :func:`pysafetensors.io.registry.open_source` picks one of
+either kind for what a caller passed.  The protocols they implement are in ``protocols.py``.
 """
 
 from __future__ import annotations
@@ -14,17 +12,14 @@ import ctypes
 import errno
 import mmap
 import os
-import stat
 import sys
 import threading
-from collections.abc import Mapping
 from functools import cache
 from typing import Any, BinaryIO
 
-from ..errors import FileClosed, InvalidBackend, SourceError
-from . import fstype
+from ..errors import FileClosed, SourceError
 from .memory import mapping_refused, mem_available
-from .protocols import BinaryFile, ByteSource, ReadsInto
+from .protocols import ReadsInto
 from .regular import open_regular
 
 _WILLNEED = getattr(mmap, "MADV_WILLNEED", None)  # a platform constant (absent on Windows)
@@ -43,19 +38,12 @@ def _short_read(name: str, offset: int, wanted: int, got: int) -> SourceError:
     )
 
 
-def _open_fd(path: str | os.PathLike[str]) -> int:
-    # Regular files only, refused before a FIFO could block (io/regular.py).
-    return open_regular(path)
-
-
 @cache
 def _libc_mincore() -> Any:
     """libc ``mincore`` through ctypes (Linux only), looked up once; None elsewhere."""
     if not sys.platform.startswith("linux"):
         return None
     try:
-        import ctypes
-
         fn = ctypes.CDLL(None, use_errno=True).mincore
         fn.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]
         fn.restype = ctypes.c_int
@@ -120,7 +108,7 @@ class MmapSource:
 
     def __init__(self, path: str | os.PathLike[str], name: str | None = None) -> None:
         self.name = name or os.fspath(path)
-        fd = _open_fd(path)
+        fd = open_regular(path)  # regular files only, refused before a FIFO could block
         try:
             st = os.fstat(fd)
             self.size = st.st_size
@@ -277,8 +265,6 @@ class MmapSource:
         mincore = _libc_mincore()
         if m is None or mincore is None or length <= 0:
             return None
-        import ctypes
-
         page = mmap.PAGESIZE
         first = offset - offset % page
         last = min(offset + length, self.size) - 1
@@ -323,7 +309,7 @@ class PreadSource:
 
     def __init__(self, path: str | os.PathLike[str], name: str | None = None) -> None:
         self.name = name or os.fspath(path)
-        self._fd = _open_fd(path)
+        self._fd = open_regular(path)
         try:
             self.size = os.fstat(self._fd).st_size
         except OSError:
@@ -451,72 +437,3 @@ def _file_name(fileobj: object) -> str:
     # A file object's ``name`` is optional (BytesIO has none) and may be a descriptor number.
     name = getattr(fileobj, "name", None)
     return name if isinstance(name, str) and name else "<file object>"
-
-
-# --- the one way in ------------------------------------------------------------------------
-
-BACKENDS = ("mmap", "pread")
-
-
-def check_backend(backend: object) -> str | None:
-    """``backend`` when it is ``"mmap"``, ``"pread"`` or None (chosen per file); else InvalidBackend."""
-    if backend is None or (isinstance(backend, str) and backend in BACKENDS):
-        return backend
-    raise InvalidBackend(f'backend "{backend}" is invalid (expected one of: "mmap", "pread")', backend=backend)
-
-
-def open_source(
-    obj: Any, backend: str | None = None, storage_options: Mapping[str, Any] | None = None
-) -> ByteSource:
-    """A ByteSource for anything a loader accepts.
-
-    ``obj`` is a path (str or PathLike), a ``file://``, ``http(s)://`` or fsspec URL, a
-    bytes-like object, a binary file object, or a ByteSource (returned as is).
-    ``backend`` (validated for every kind: anything but ``"mmap"``, ``"pread"`` or None raises
-    InvalidBackend) picks how a local file is read; None means ``"mmap"``, except ``"pread"``
-    for files on network and FUSE filesystems (``fstype.default_backend``), where a file
-    shrunk by another client would SIGBUS a map.  File objects with a descriptor are read
-    like their file (``"pread"`` reads through the object itself).  ``storage_options`` go to
-    remote sources (see :func:`pysafetensors.io.registry.open_url`).
-    """
-    backend = check_backend(backend)
-    if isinstance(obj, os.PathLike):
-        obj = os.fspath(obj)
-    if isinstance(obj, str):
-        from .registry import file_url_path, open_url, url_scheme  # registry imports this module
-
-        scheme = url_scheme(obj)
-        if scheme is None:
-            return _open_local(obj, backend)
-        if scheme == "file":
-            return _open_local(file_url_path(obj), backend)
-        return open_url(obj, storage_options)
-    if isinstance(obj, (bytes, bytearray, memoryview, mmap.mmap)):
-        return MemorySource(obj)
-    if isinstance(obj, ByteSource):
-        return obj
-    if isinstance(obj, BinaryFile):
-        return _open_file_object(obj, backend)
-    raise TypeError(
-        f"cannot read safetensors from {type(obj).__name__}: expected a path, URL, bytes-like object, "
-        "binary file object or ByteSource"
-    )
-
-
-def _open_local(path: str, backend: str | None) -> ByteSource:
-    chosen = backend or fstype.default_backend(path)
-    return MmapSource(path) if chosen == "mmap" else PreadSource(path)
-
-
-def _open_file_object(obj: Any, backend: str | None) -> ByteSource:
-    name = _file_name(obj)
-    if backend != "pread":
-        try:
-            fd = obj.fileno()
-            regular = stat.S_ISREG(os.fstat(fd).st_mode)
-        except (OSError, ValueError, AttributeError):  # io.UnsupportedOperation is an OSError
-            regular = False
-        proc = f"/proc/self/fd/{fd}" if regular else ""
-        if proc and os.path.exists(proc) and (backend or fstype.default_backend(proc)) == "mmap":
-            return MmapSource(proc, name if name != "<file object>" else None)
-    return FileObjectSource(obj, name)

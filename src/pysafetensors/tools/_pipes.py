@@ -16,7 +16,7 @@ from ..errors import SourceError
 from ..format.header import HEADER_CAP, N_LEN
 from ..gguf.header import is_gguf
 from ..io.registry import url_scheme
-from ..io.regular import file_kind
+from ..io.regular import file_kind, is_stream
 from ..io.sources import MemorySource
 
 # A pipe or character device is read into memory; this bounds what its header may claim.
@@ -108,18 +108,9 @@ def too_short(path: str, mode: int, got: int, need: int) -> SourceError:
                        "file starts with", size=got, kind=kind, code="header_too_small")
 
 
-def is_stream(mode: int) -> bool:
-    """Whether ``st_mode`` is a pipe/FIFO, a socket or a character device."""
-    return stat.S_ISFIFO(mode) or stat.S_ISCHR(mode) or stat.S_ISSOCK(mode)
-
-
 def stream_source(path: str) -> MemorySource | None:
     """A local pipe, FIFO, socket or character device read into memory (:func:`read_stream`);
     None for anything else (a regular file, a directory, a URL, a path that does not exist)."""
-    if url_scheme(path) is not None:
+    if url_scheme(path) is not None or not is_stream(path):
         return None
-    try:
-        mode = os.stat(path).st_mode
-    except OSError:
-        return None
-    return MemorySource(read_stream(path), name=path) if is_stream(mode) else None
+    return MemorySource(read_stream(path), name=path)

@@ -52,11 +52,12 @@ from ..gguf.types import MAGIC
 from ..io.protocols import ByteSource, capabilities
 from ..io.redact import redact_url
 from ..io.registry import open_source, url_scheme
+from ..io.regular import is_stream
 from ..io.sources import MemorySource
 from ..reader import SafeFile, alloc
 from ..sharded import ShardedFile, is_index_name, open_index, resolve_location
 from ._chunks import read_ahead_bytes
-from ._pipes import is_stream, read_stream
+from ._pipes import read_stream
 
 # Tensors at most this far apart in a file still share one read-ahead request.
 READ_AHEAD_GAP = 64 << 10
@@ -541,7 +542,7 @@ def _open(path: str, storage_options: Mapping[str, Any] | None, gguf: bool, show
             mode = os.stat(path).st_mode
         except OSError:
             mode = None  # missing: open_file says so
-        if mode is not None and is_stream(mode):
+        if mode is not None and is_stream(path):
             return _single(MemorySource(read_stream(path), name=path), gguf, shown, gguf_layout)
         if mode is not None and not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
             raise SourceError(f"{path}: not a regular file or directory", path=path)

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import IO, Any
 
 from ..convert import ConversionReport, convert_file
-from ..convert.streams import is_stream, spooled
+from ..convert.streams import spooled
 from ..errors import SafetensorError
 from ..format.dtypes import BY_CODE
 from ..gguf.convert import GGUFConversion, convert_gguf, output_code, plan_tensors
@@ -28,6 +28,7 @@ from ..gguf.split import PartOpener, open_gguf, sibling
 from ..io.protocols import ByteSource
 from ..io.redact import redact_url
 from ..io.registry import open_source, url_scheme
+from ..io.regular import is_stream
 from ._base import JsonResult, Progress, no_progress
 
 

@@ -21,7 +21,7 @@ from typing import Any
 
 from ..errors import UnmappedTensorWarning, WriteError
 from ..io.redact import redact_url
-from ..io.sinks import is_url_target
+from ..io.targets import is_url_target
 from ..writer import write_file
 from ._base import JsonResult, Progress, no_progress
 from .checkpoint import Checkpoint, open_checkpoint

@@ -29,7 +29,7 @@ Which file is written (one rule for both ways of writing, decided before anythin
 * A pipe (``/dev/stdin``, a FIFO) or other stream has no file to edit: refused without ``output``.
 * ``output`` is always a rewrite to that path (an existing read-only ``output`` needs ``force``),
   or to a store URL (``s3://...``, ``output_storage_options`` for its filesystem): streamed
-  there and published only when complete (``io.sinks.open_sink``).
+  there and published only when complete (``io.targets.open_sink``).
 """
 
 from __future__ import annotations
@@ -44,9 +44,9 @@ from ..errors import InvalidMetadata, MetadataKeyNotFound, ProtectedTarget
 from ..format.header import N_LEN, Header, encode_header
 from ..io.redact import redact_url
 from ..io.registry import url_scheme
-from ..io.sinks import open_sink
+from ..io.regular import is_stream
+from ..io.targets import open_sink
 from ._base import JsonResult, Progress, no_progress
-from ._pipes import is_stream
 from .checkpoint import Checkpoint, MetadataDisagreement, ShardMetadata, is_sharded_path, open_checkpoint
 
 _COPY_CHUNK = 64 << 20
@@ -146,14 +146,6 @@ class _Target:
 
 def _read_only(path: str, st: os.stat_result) -> bool:
     return not (st.st_mode & 0o222) or not os.access(path, os.W_OK)
-
-
-def _is_stream(path: str) -> bool:
-    """Whether the local ``path`` is, once links are followed, a pipe, socket or character device."""
-    try:
-        return is_stream(os.stat(path).st_mode)
-    except OSError:  # missing: opening it says so
-        return False
 
 
 def _resolve_target(path: str, output: str | None, force: bool, links: Links | None) -> _Target:
@@ -289,7 +281,7 @@ def edit_metadata(
         raise InvalidMetadata(sharded)
     if output is None and url_scheme(path) is not None:
         raise InvalidMetadata(f"{shown}: a URL cannot be edited in place; write the result with --output FILE or URL")
-    if output is None and _is_stream(path):  # /dev/stdin is a link to the pipe: say so, not "a symbolic link"
+    if output is None and is_stream(path):  # /dev/stdin is a link to the pipe: say so, not "a symbolic link"
         raise InvalidMetadata(f"{shown} is a pipe (or another stream), not a file: it cannot be edited in place; "
                               "write the result with --output FILE or URL")
     with open_checkpoint(path, storage_options) as ckpt:

@@ -26,7 +26,7 @@ from ..errors import InvalidIndex
 from ..format.index import index_file_name, parse_size, plan_shards, shard_name_pattern, shard_names
 from ..format.layout import plan_layout
 from ..io.redact import redact_url
-from ..io.sinks import is_url_target, open_directory
+from ..io.targets import is_url_target, open_directory
 from ..sharded import write_sharded
 from ..writer import WriteItem
 from ._base import Bar, JsonResult, Progress, no_progress
