@@ -49,8 +49,8 @@ def test_search_filters_the_tree(page: Any, minilm: Path) -> None:
         page.click("button[data-tab=tree]")
         # Collapsed by default: the three top-level groups with their subtree totals.
         assert page.locator("#tree .row[data-k]").count() == 3
-        # dtype, shape (a group has none), tensors, parameters, bytes, share of all parameters
-        assert texts(page, "#tree .row[data-path=encoder] .cell") == ["", "", "96", "10,646,784", "42.6 MB", "46.9%"]
+        # tensors, parameters, bytes, share of all parameters (a group's name spans dtype and shape: it has none)
+        assert texts(page, "#tree .row[data-path=encoder] .cell") == ["96", "10,646,784", "42.6 MB", "46.9%"]
         for query in ("attention.self.query", "*.attention.self.*.bias", "encoder.layer.[0-2].output.dense.weight"):
             box = page.locator("#search")
             box.fill("")

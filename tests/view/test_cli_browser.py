@@ -19,7 +19,6 @@ from servers import RangeServer
 
 from pysafetensors.cli import view as view_cli
 
-from .conftest import open_page
 from .test_cli import env, viewer, visit
 
 

@@ -106,7 +106,9 @@ function kvTable(pairs, id, across) { // across: pairs per table row (the detail
   const n = across || 1;
   for (let i = 0; i < pairs.length; i += n) {
     const tr = el("tr");
-    for (const [k, v] of pairs.slice(i, i + n)) tr.append(el("td", { class: "key" }, k), el("td", { class: "val" }, v));
+    for (const [k, v] of pairs.slice(i, i + n)) {
+      tr.append(el("td", { class: "key" }, across > 1 ? breakable(k) : k), el("td", { class: "val" }, v));
+    }
     table.append(tr);
   }
   return table;
@@ -734,31 +736,32 @@ function treeRow(inp, r, total, tree) {
     const selected = state.selected === name;
     row = el("div", { class: "row" + (selected ? " selected" : ""), "data-tensor": name, "aria-level": r.depth + 1,
       "aria-selected": String(selected) },
-    el("span", { class: "name", role: "gridcell", title: name }, el("span", { class: "twisty" }, ""), label === "" ? '""' : label),
+    el("span", { class: "name", role: "gridcell", title: name }, el("span", { class: "twisty", "aria-hidden": "true" }, ""), label === "" ? '""' : label),
     cell("dtype", cols.dtype[r.n]), cell("shape", shapeText(cols.shape[r.n])), cell("count", ""),
     cell("params", fmtInt(cols.params[r.n])), cell("bytes", fmtBytes(cols.bytes[r.n])), cell("share", fmtShare(cols.params[r.n], total)));
     row.addEventListener("click", () => selectTensor(name));
   } else if (r.kind === "group") {
     const g = r.g, label = t.label[g] === "" ? '""' : t.label[g], b = r.block;
-    const name = el("span", { class: "name", role: "gridcell", title: b ? r.path + " — " + b.label + ": " + blockText(b, total) : r.path },
-      el("span", { class: "twisty" }, r.open ? "▾" : "▸"), b ? label + "." + b.ranges : label);
+    const name = el("span", { class: "name", role: "gridcell", "aria-colspan": 3, // over dtype and shape: a group has none
+      title: b ? r.path + " — " + b.label + ": " + blockText(b, total) : r.path },
+      el("span", { class: "twisty", "aria-hidden": "true" }, r.open ? "▾" : "▸"), b ? label + "." + b.ranges : label);
     if (b) name.append(el("span", { class: "badge" }, "× " + fmtInt(b.count)), el("span", { class: "note" }, " " + fmtInt(b.params) + " params each"));
     if (r.differs) {
       name.title = r.path + " is not in " + r.differs[0].label + ": " + r.differs[1];
       name.append(el("span", { class: "badge warn" }, "differs"), el("span", { class: "note" }, " " + r.differs[1]));
     }
     row = el("div", { class: "row group" + (b ? " block" : ""), "data-path": r.path, "aria-level": r.depth + 1, "aria-expanded": String(r.open) },
-      name, cell("dtype", ""), cell("shape", ""), cell("count", fmtInt(t.tensors[g])), cell("params", fmtInt(t.params[g])),
+      name, cell("count", fmtInt(t.tensors[g])), cell("params", fmtInt(t.params[g])),
       cell("bytes", fmtBytes(t.bytes[g])), cell("share", fmtShare(t.params[g], total)));
     row.addEventListener("click", () => toggle(state.expanded, r.path, tree, inp));
   } else {
     const b = r.block, key = blockKey(b);
-    const name = el("span", { class: "name", role: "gridcell", title: b.label + ": " + blockText(b, total) },
-      el("span", { class: "twisty" }, r.open ? "▾" : "▸"), b.ranges, el("span", { class: "badge" }, "× " + fmtInt(b.count)),
+    const name = el("span", { class: "name", role: "gridcell", "aria-colspan": 3, title: b.label + ": " + blockText(b, total) },
+      el("span", { class: "twisty", "aria-hidden": "true" }, r.open ? "▾" : "▸"), b.ranges, el("span", { class: "badge" }, "× " + fmtInt(b.count)),
       el("span", { class: "note" }, " " + fmtInt(b.params) + " params each"));
     row = el("div", { class: "row group block", "data-block": key, "data-path": r.path,
       "aria-level": r.depth + 1, "aria-expanded": String(r.open) },
-    name, cell("dtype", ""), cell("shape", ""), cell("count", fmtInt(b.tensors * b.count)), cell("params", fmtInt(b.params * b.count)),
+    name, cell("count", fmtInt(b.tensors * b.count)), cell("params", fmtInt(b.params * b.count)),
     cell("bytes", fmtBytes(b.bytes * b.count)), cell("share", fmtShare(b.params * b.count, total)));
     row.addEventListener("click", () => toggle(state.openBlocks, key, tree, inp));
   }
@@ -864,14 +867,13 @@ function fillTable(table, inp, status, hits) {
 }
 
 // ---- tensor detail: header facts, then stats, histogram and heatmap ------------------------------
-function breakable(name) { // the name as text, with a line-break opportunity after each dot
-  const parts = name.split(".");
-  return parts.flatMap((p, i) => (i < parts.length - 1 ? [p + ".", el("wbr")] : [p]));
+function breakable(name) { // the name as text, with a line-break opportunity after each dot and underscore
+  return name.split(/(?<=[._])/).flatMap((p, i) => (i ? [el("wbr"), p] : [p]));
 }
 function detailTitle(name) {
   const copy = el("button", { class: "ghost small", id: "copy-name", title: "Copy the tensor's name" }, "Copy name");
   copy.addEventListener("click", () => copyText(name, copy));
-  return el("div", { class: "title" }, el("h3", { id: "detail-name" }, breakable(name)), copy);
+  return el("div", { class: "title" }, el("h2", { id: "detail-name" }, breakable(name)), copy);
 }
 function renderDetail() {
   const aside = document.getElementById("detail");
@@ -929,12 +931,12 @@ function showValues(out, v, r) {
   const s = v.stats;
   const rows = [["elements", fmtInt(s.elements)]];
   for (const k of ["min", "max", "mean", "std", "nan", "inf", "zeros"]) rows.push([k, fmtNum(s[k])]);
-  out.append(el("h2", {}, "Values"), kvTable(rows, "stats", 2));
+  out.append(el("h3", {}, "Values"), kvTable(rows, "stats", 2));
   if (v.histogram) out.append(histogramBox(v.histogram, "histogram", "Histogram of " + v.histogram.of));
   if (v.heatmap) {
     const h = v.heatmap;
     const cellsDown = h.cells.length, cellsAcross = cellsDown ? h.cells[0].length : 0;
-    out.append(el("h2", {}, "Heatmap"));
+    out.append(el("h3", {}, "Heatmap"));
     out.append(el("p", { class: "muted" }, h.rows + " × " + h.cols + " matrix in " + cellsDown + " × " + cellsAcross
       + " cells (" + (h.reduce === "mean" ? "mean" : "largest magnitude") + " of each)"));
     const width = 392, aspect = h.rows / Math.max(1, h.cols);
@@ -965,7 +967,7 @@ function histogramBox(hist, id, title) {
   if (hist.inf) notes.push(fmtInt(hist.inf) + " ±Inf");
   if (hist.outside) notes.push(fmtInt(hist.outside) + " outside the range");
   canvas._draw = () => drawHistogram(canvas, hist);
-  const box = el("div", { class: "hist" }, el("div", { class: "head" }, el("h2", {}, title),
+  const box = el("div", { class: "hist" }, el("div", { class: "head" }, el("h3", {}, title),
     el("label", { class: "muted small" }, check, " log scale")), canvas,
   el("p", { class: "muted small" }, hist.counts.length + " bins, " + notes.join(", ")));
   canvas._draw();
@@ -1103,7 +1105,7 @@ function renderDiff(view) {
   }
   view.append(el("dl", { class: "inputs", id: "diff-inputs" }, el("dt", {}, "A"), el("dd", {}, d.a), el("dt", {}, "B"), el("dd", {}, d.b)));
   const meta = el("table", { class: "grid", id: "diff-metadata" },
-    el("tr", {}, el("th", { class: "mark" }, el("span", { class: "offscreen" }, "change")), el("th", { class: "key" }, "key"), el("th", {}, "A"), el("th", {}, "B")));
+    el("tr", {}, el("th", { class: "mark" }, el("span", { class: "sr-only" }, "change")), el("th", { class: "key" }, "key"), el("th", {}, "A"), el("th", {}, "B")));
   const keys = (o) => Object.keys(o).sort();
   const mark = (cls, text) => el("td", { class: "mark " + cls }, text);
   for (const k of keys(d.metadata_added)) meta.append(el("tr", {}, mark("added", "+"), el("td", { class: "key" }, k), el("td", {}, "—"), el("td", { class: "val" }, d.metadata_added[k])));
@@ -1119,7 +1121,7 @@ function renderDiff(view) {
     el("option", { value: "all", selected: state.diffFilter === "all" }, "all tensors"));
   const hits = { list: [] };
   const open = (e) => { if (e && diffBoth(e)) selectTensor(e.name); };
-  const head = el("div", { class: "row head" }, headCell("mark", ""), headCell("name", "name"), headCell("side", "A"),
+  const head = el("div", { class: "row head" }, headCell("mark", el("span", { class: "sr-only" }, "change")), headCell("name", "name"), headCell("side", "A"),
     headCell("side", "B"), headCell("verdict", "verdict"));
   const rows = new VList("diff-list", { role: "grid", label: "Tensors of A and B", head, activate: (k) => open(hits.list[k]) });
   list = rows;
@@ -1167,7 +1169,7 @@ function showValueDiff(e) {
       ["differing", fmtInt(diff.differing)], ["max_abs_diff", fmtNum(diff.max_abs_diff)],
       ["cosine_similarity", fmtNum(diff.cosine_similarity)]];
     if (diff.reason) rows.push(["not compared", diff.reason]);
-    out.append(el("h2", {}, "Value differences (A − B)"), kvTable(rows, "value-diff-numbers", 2));
+    out.append(el("h3", {}, "Value differences (A − B)"), kvTable(rows, "value-diff-numbers", 2));
     if (v.histogram) out.append(histogramBox(v.histogram, "diff-histogram", "Histogram of A − B"));
     else if (!state.data.live && diff.compared) out.append(el("p", { class: "muted" }, "The histogram of differences is drawn by the live viewer."));
   };
@@ -1211,7 +1213,9 @@ loadData().then((data) => {
   render();
   reveal();
   document.body.setAttribute("data-ready", "1");
-  state.data.inputs.forEach((_, i) => ensureTensors(i).catch(() => {})); // the lists, fetched while the overview is read
+  // The tensor lists, fetched while the overview is read; data-tensors says they are all here.
+  Promise.all(state.data.inputs.map((_, i) => ensureTensors(i)))
+    .then(() => document.body.setAttribute("data-tensors", "1"), () => document.body.setAttribute("data-tensors", "error"));
 }).catch((e) => {
   const view = clear(document.getElementById("view"));
   view.append(el("p", { class: "error", id: "load-error" }, "Could not load the checkpoint: " + String(e.message || e)));
