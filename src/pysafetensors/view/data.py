@@ -6,11 +6,14 @@
 * :meth:`ViewSession.document`: the checkpoint document, built from the headers (and, for a
   diff of two local inputs, their tensor bytes): per input the ``inspect`` summary (:func:`~pysafetensors.tools.summary.summarize`),
   the metadata, the ModelSpec entries and a validated thumbnail, the tensor list as columns (one
-  array per field, so a 100,000-tensor header stays a few compact arrays), and the dotted tree
+  array per field, so a 100,000-tensor header stays a few compact arrays), the dotted tree
   (:func:`~pysafetensors.tools.tree.prefix_groups`, the grouping ``inspect --tree`` uses) as
   flat arrays too: ``nodes`` in depth-first order (a tensor as its index in the columns, group
   ``g`` as ``-1 - g``) and per group its ``label``, ``params``, ``tensors``, ``bytes`` and
-  ``end`` (where its subtree ends in ``nodes``); for two inputs, the ``diff`` result
+  ``end`` (where its subtree ends in ``nodes``), and its repeated blocks
+  (:func:`~pysafetensors.tools.blocks.find_blocks`, by group number: :func:`block_entries`);
+  the live page's document leaves those three out, and :meth:`ViewSession.tensors_json` sends
+  them in a second answer; for two inputs, the ``diff`` result
   (:func:`~pysafetensors.tools.diff.diff_files`, as the ``diff`` command computes it: tensor
   bytes compared for two local inputs, the structure only for a URL; the page shows its
   verdicts as they are).  An exported report with stats also carries every tensor's stats and
