@@ -238,7 +238,7 @@ def find_blocks(groups: PrefixGroups, names: Sequence[str], dtypes: Sequence[str
             is_main = members is main
             blocks.append(RepeatedBlock(
                 path=here,
-                label=(f"{owner}.{ranges}" if gid else ranges) + f" × {len(members)}",
+                label=(f"{owner}.{ranges}" if gid else ranges) + f" × {len(members):,}",
                 indices=nums,
                 count=len(members),
                 tensors=g.tensors[first],

@@ -745,7 +745,7 @@ function treeRow(inp, r, total, tree) {
     const name = el("span", { class: "name", role: "gridcell", "aria-colspan": 3, // over dtype and shape: a group has none
       title: b ? r.path + " — " + b.label + ": " + blockText(b, total) : r.path },
       el("span", { class: "twisty", "aria-hidden": "true" }, r.open ? "▾" : "▸"), b ? label + "." + b.ranges : label);
-    if (b) name.append(el("span", { class: "badge" }, "× " + fmtInt(b.count)), el("span", { class: "note" }, " " + fmtInt(b.params) + " params each"));
+    if (b) name.append(el("span", { class: "badge" }, "× " + fmtInt(b.count)), el("span", { class: "note" }, " " + plural(b.params, "param") + " each"));
     if (r.differs) {
       name.title = r.path + " is not in " + r.differs[0].label + ": " + r.differs[1];
       name.append(el("span", { class: "badge warn" }, "differs"), el("span", { class: "note" }, " " + r.differs[1]));
@@ -758,7 +758,7 @@ function treeRow(inp, r, total, tree) {
     const b = r.block, key = blockKey(b);
     const name = el("span", { class: "name", role: "gridcell", "aria-colspan": 3, title: b.label + ": " + blockText(b, total) },
       el("span", { class: "twisty", "aria-hidden": "true" }, r.open ? "▾" : "▸"), b.ranges, el("span", { class: "badge" }, "× " + fmtInt(b.count)),
-      el("span", { class: "note" }, " " + fmtInt(b.params) + " params each"));
+      el("span", { class: "note" }, " " + plural(b.params, "param") + " each"));
     row = el("div", { class: "row group block", "data-block": key, "data-path": r.path,
       "aria-level": r.depth + 1, "aria-expanded": String(r.open) },
     name, cell("count", fmtInt(b.tensors * b.count)), cell("params", fmtInt(b.params * b.count)),
