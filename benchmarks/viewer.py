@@ -171,6 +171,8 @@ SORT = """
 EXPAND = """
   const click = async (path) => { document.querySelector(`#tree .row[data-path='${path}']`).click();
     await new Promise((ok) => requestAnimationFrame(() => ok())); };
+  document.getElementById('collapse').click();  // the tree opens at the tensor clicked before: start closed
+  await new Promise((ok) => requestAnimationFrame(() => ok()));
   await click('model'); await click('model.layers'); await click('model.layers.0');
   const t0 = performance.now();
   await click('model.layers.0.experts');  // the block of 1,000 experts: a row each

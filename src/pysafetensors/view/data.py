@@ -151,13 +151,15 @@ def _tree_arrays(g: PrefixGroups) -> dict[str, list[Any]]:
 def block_entries(blocks: Sequence[RepeatedBlock]) -> list[dict[str, Any]]:
     """The repeated blocks (:func:`~pysafetensors.tools.blocks.find_blocks`, every one: the page
     folds a block inside any member it expands) as the page reads them: by group number."""
-    return [js_safe({
+    # Only the totals can pass 2**53 (js_safe): the numbers and group lists stay as they are.
+    return [{
         "group": b._group, "path": b.path, "label": b.label, "ranges": f"[{index_ranges(b.indices)}]",
         "indices": b.indices, "members": b._members, "count": b.count, "copies": b.copies, "tensors": b.tensors,
-        "params": b.parameters, "bytes": b.nbytes, "total_params": b.total_parameters, "total_bytes": b.total_nbytes,
+        **js_safe({"params": b.parameters, "bytes": b.nbytes, "total_params": b.total_parameters,
+                   "total_bytes": b.total_nbytes}),
         "whole": b.whole_group, "nested": b.nested,
         "differing": [[gid, d.index, d.path, d.reason] for gid, d in zip(b._differing_groups, b.differing)],
-    }) for b in blocks]
+    } for b in blocks]
 
 
 def tensor_part(columns: dict[str, Any]) -> dict[str, Any]:
