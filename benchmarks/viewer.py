@@ -10,7 +10,8 @@ starts), against the real command (``pysafetensors view FILE --no-browser`` as a
 * start -> URL: from starting the command to the URL on its stdout (the inputs opened, the
   page's document built, the server listening);
 * URL -> usable: from asking the browser for the URL to the page having rendered its data
-  (``body[data-ready]``: the overview drawn, every tab ready);
+  and fetched its tensor lists (``body[data-ready][data-tensors]``: the overview drawn, every
+  tab ready);
 * responsiveness on the 100,000-tensor header, in the page: typing a search (from the input
   event to the filtered list drawn, the 40 ms debounce included), scrolling the table to its
   middle, sorting it by name, expanding a group of 1,000 tensors;
@@ -131,7 +132,7 @@ def view(target: str, cwd: Path) -> Iterator[tuple[subprocess.Popen[str], float,
 def open_page(page: Any, url: str) -> float:
     start = time.perf_counter()
     page.goto(url)
-    page.wait_for_selector("body[data-ready='1']", timeout=120_000)
+    page.wait_for_selector("body[data-ready='1'][data-tensors='1']", timeout=120_000)
     return time.perf_counter() - start
 
 
@@ -170,9 +171,11 @@ SORT = """
 EXPAND = """
   const click = async (path) => { document.querySelector(`#tree .row[data-path='${path}']`).click();
     await new Promise((ok) => requestAnimationFrame(() => ok())); };
-  await click('model'); await click('model.layers');
+  document.getElementById('collapse').click();  // the tree opens at the tensor clicked before: start closed
+  await new Promise((ok) => requestAnimationFrame(() => ok()));
+  await click('model'); await click('model.layers'); await click('model.layers.0');
   const t0 = performance.now();
-  await click('model.layers.0');
+  await click('model.layers.0.experts');  // the block of 1,000 experts: a row each
   return performance.now() - t0;
 """
 

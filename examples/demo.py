@@ -6,7 +6,7 @@ The checkpoint is sentence-transformers' all-MiniLM-L6-v2 (22.7M parameters, 104
 what it printed, trimmed where a listing is long:
 
 1. inspect            sizes, parameters by dtype, metadata
-2. inspect --tree     one encoder layer, grouped by dotted prefix
+2. inspect --tree     the tensors by dotted prefix, the six encoder layers shown once
 3. id                 the structural ID (weight-inspect) of the checkpoint
 4. diff --values      against a copy with one edited tensor and one changed metadata value
 5. validate           the original, then a truncated copy (an interrupted download)
@@ -62,8 +62,8 @@ def heading(n: int, title: str) -> None:
     print(f"\n== {n}. {title} ==")
 
 
-def show(text: str, max_lines: int = MAX_LINES, drop: tuple[str, ...] = ()) -> None:
-    """Print ``text`` indented, cut after ``max_lines`` lines.
+def show(text: str, max_lines: int | None = MAX_LINES, drop: tuple[str, ...] = ()) -> None:
+    """Print ``text`` indented, cut after ``max_lines`` lines (None: never cut).
 
     A line starting with one of ``drop`` is left out with the indented lines under it (the
     parts an earlier step already showed).
@@ -78,11 +78,11 @@ def show(text: str, max_lines: int = MAX_LINES, drop: tuple[str, ...] = ()) -> N
             lines.append(line)
     for line in lines[:max_lines]:
         print("  " + line)
-    if len(lines) > max_lines:
+    if max_lines is not None and len(lines) > max_lines:
         print(f"  ... ({len(lines) - max_lines} more lines)")
 
 
-def cli(*args: str, max_lines: int = MAX_LINES, drop: tuple[str, ...] = (), exit_code: bool = False) -> int:
+def cli(*args: str, max_lines: int | None = MAX_LINES, drop: tuple[str, ...] = (), exit_code: bool = False) -> int:
     """Run ``pysafetensors ARGS`` in this process and print the command and its output.
 
     The exit code is printed when ``exit_code`` is set (diff and validate answer with it: 0 same
@@ -290,9 +290,11 @@ def run(out_dir: Path) -> None:
     heading(1, "inspect: sizes, parameters by dtype, metadata")
     cli("inspect", "model.safetensors")
 
-    heading(2, "inspect --tree, one encoder layer")
-    cli("inspect", "model.safetensors", "--tree", "--filter", "encoder.layer.0.*",
-        drop=("file:", "file size:", "header size:", "by dtype:", "metadata:"), max_lines=26)
+    heading(2, "inspect --tree --depth 4: the six encoder layers are one repeated block, shown once")
+    cli("inspect", "model.safetensors", "--tree", "--depth", "4",
+        drop=("file:", "file size:", "header size:", "tensors:", "parameters:", "by dtype:", "repeated blocks:",
+              "metadata:"),
+        max_lines=None)
 
     heading(3, "id: the structural ID (names, dtypes, shapes, metadata; not the values)")
     cli("id", "model.safetensors")

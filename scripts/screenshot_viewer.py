@@ -3,8 +3,9 @@
     python scripts/screenshot_viewer.py [--out docs/assets/viewer.png]
 
 Runs the real command (``pysafetensors view model.safetensors --no-browser``) and Debian's
-Chromium through Playwright: the tree opened down to one attention projection, that tensor
-clicked, its stats, histogram and heatmap drawn.  The PNG must stay at most 300 KB, so the
+Chromium through Playwright, in the light theme: the tree opened through the six encoder layers'
+repeated block down to one attention projection, that tensor clicked, its stats, histogram and
+heatmap drawn.  The PNG must stay at most 300 KB, so the
 screenshot is reduced to a 128-colour palette with Pillow (the heatmap's noise does not compress).
 """
 
@@ -46,14 +47,15 @@ def main() -> int:
             url = next(line.strip() for line in proc.stdout if line.startswith("http://"))
             with sync_playwright() as pw:
                 browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-                page = browser.new_page(viewport={"width": 1280, "height": 900})
+                page = browser.new_page(viewport={"width": 1280, "height": 900}, color_scheme="light")
                 page.goto(url)
-                page.wait_for_selector("body[data-ready='1']")
+                page.wait_for_selector("body[data-ready='1'][data-tensors='1']")
                 page.click("button[data-tab=tree]")
                 for path in PATH:
                     page.click(f"#tree .row[data-path='{path}']")
                 page.click(f"#tree .row[data-tensor='{TENSOR}']")
                 page.wait_for_selector("#heatmap")
+                page.mouse.move(0, 0)  # no row under the pointer
                 args.out.parent.mkdir(parents=True, exist_ok=True)
                 shot = page.screenshot()
                 browser.close()

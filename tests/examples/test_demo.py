@@ -187,14 +187,23 @@ def test_inspect_shows_the_real_counts(run: Run, oracle: dict) -> None:
         assert re.search(rf"^\s*{dtype}\s+[\d,]+\s+[\d,]+\s*$", text, re.MULTILINE), text
 
 
-def test_tree_is_filtered_to_one_layer(run: Run, oracle: dict) -> None:
-    layer = {k: s for k, s in oracle["shapes"].items() if k.startswith("encoder.layer.0.")}
+def test_tree_shows_the_six_layers_once_and_is_not_cut(run: Run, oracle: dict) -> None:
+    shapes = oracle["shapes"]
+    layer = {k: s for k, s in shapes.items() if k.startswith("encoder.layer.0.")}
+    layers = {k: s for k, s in shapes.items() if k.startswith("encoder.layer.")}
     (cmd,) = run.steps[2].commands
-    assert "--tree" in cmd.line and "encoder.layer.0.*" in cmd.line
+    assert "--tree" in cmd.line and "--depth 4" in cmd.line
     text = "\n".join(cmd.output)
-    assert re.search(rf"tensors:\s+{len(layer)} of {len(oracle['shapes'])}\b", text), text
-    assert f"{sum(math.prod(s) for s in layer.values()):,}" in text
-    assert "encoder.layer.1" not in text and "embeddings" not in text
+    assert "more lines" not in text  # printed whole
+    block = (f"layer.[0–5] × 6/  {len(layer)} tensors and {sum(math.prod(s) for s in layer.values()):,} params each; "
+             f"{sum(math.prod(s) for s in layers.values()):,} params in all")
+    assert sum(block in line for line in cmd.output) == 1, text
+    assert not re.search(r"^\s+[0-5]/", text, re.MULTILINE)  # no layer listed on its own
+    for top in ("embeddings/", "encoder/", "pooler/"):
+        assert re.search(rf"^\s+{top}", text, re.MULTILINE), text
+    # The last line is the pooler's last tensor: nothing was left out at the end.
+    assert cmd.output[-1].strip() == f"weight  F32 {list(shapes['pooler.dense.weight'])}  " \
+        f"{math.prod(shapes['pooler.dense.weight']):,} params"
 
 
 def test_id_prints_the_structural_id(run: Run) -> None:

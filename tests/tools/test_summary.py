@@ -44,8 +44,10 @@ def test_columns_are_the_rows(sharded: Path, patterns: list[str] | None) -> None
         full = summarize(ckpt, patterns, tree=True)
         part, same_cols = summarize_columns(ckpt, patterns)
         assert same_cols == cols
-        assert part.tensors == [] and part.tree is None
-        assert dataclasses.replace(part, tensors=full.tensors, tree=full.tree) == full
+        assert part.tensors == [] and part.tree is None and part.repeated_blocks is None
+        assert full.repeated_blocks is not None
+        assert dataclasses.replace(part, tensors=full.tensors, tree=full.tree,
+                                   repeated_blocks=full.repeated_blocks) == full
         assert full.parameter_count == sum(r.parameters for r in expected)
 
 

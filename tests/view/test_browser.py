@@ -48,8 +48,9 @@ def test_search_filters_the_tree(page: Any, minilm: Path) -> None:
         open_page(page, server.url)
         page.click("button[data-tab=tree]")
         # Collapsed by default: the three top-level groups with their subtree totals.
-        assert page.locator("#tree .row").count() == 3
-        assert texts(page, "#tree .row[data-path=encoder] .cell") == ["", "96 tensors", "10,646,784"]
+        assert page.locator("#tree .row[data-k]").count() == 3
+        # tensors, parameters, bytes, share of all parameters (a group's name spans dtype and shape: it has none)
+        assert texts(page, "#tree .row[data-path=encoder] .cell") == ["96", "10,646,784", "42.6 MB", "46.9%"]
         for query in ("attention.self.query", "*.attention.self.*.bias", "encoder.layer.[0-2].output.dense.weight"):
             box = page.locator("#search")
             box.fill("")
@@ -57,7 +58,7 @@ def test_search_filters_the_tree(page: Any, minilm: Path) -> None:
             expected = [n for n in names if (fnmatchcase(n, query) if "*" in query or "[" in query else query in n)]
             page.wait_for_function("t => document.getElementById('match-count').textContent === t",
                                    arg=f"{len(expected)} of 104 tensors")
-            shown = page.locator("#tree .row").evaluate_all("rows => rows.map(r => r.dataset.tensor)")
+            shown = page.locator("#tree .row[data-k]").evaluate_all("rows => rows.map(r => r.dataset.tensor)")
             assert sorted(shown) == sorted(expected) and expected
         page.locator("#search").fill("")
         page.wait_for_function("() => document.getElementById('match-count').textContent === '104 tensors'")
@@ -141,7 +142,7 @@ def test_the_diff_page_lists_changed_tensors_and_compares_values(page: Any, edit
         assert page.locator("button[data-tab=diff].active").count() == 1
         assert page.text_content("#diff-changed .value") == "2"
         assert page.text_content("#diff-added .value") == "1" and page.text_content("#diff-removed .value") == "1"
-        rows = page.locator("#diff-list .row").evaluate_all("rs => rs.map(r => [r.dataset.tensor, r.dataset.kind])")
+        rows = page.locator("#diff-list .row[data-k]").evaluate_all("rs => rs.map(r => [r.dataset.tensor, r.dataset.kind])")
         # The nudged tensor keeps its dtype and shape: its bytes, compared, differ.
         assert sorted(rows) == sorted([[changed["cast"], "changed"], [changed["reshaped"], "changed"],
                                        [changed["added"], "added"], [changed["removed"], "removed"],
@@ -291,7 +292,7 @@ def test_a_hundred_thousand_tensors_render_lazily(page: Any, big_header: Any) ->
         assert page.text_content("#tensor-count .value") == "100,000"
         page.click("button[data-tab=table]")
         assert page.text_content("#match-count") == "100,000 of 100,000 tensors"
-        assert page.locator("#table .row").count() < 100  # only the rows in view exist
+        assert page.locator("#table .row[data-k]").count() < 100  # only the rows in view exist
         page.locator("#table").evaluate("b => { b.scrollTop = b.scrollHeight; b.dispatchEvent(new Event('scroll')); }")
         page.wait_for_selector(f"#table .row[data-tensor='{names[-1]}']")
         for query in ("layers.7.experts.12", "*.experts.99?.w"):
@@ -305,4 +306,4 @@ def test_a_hundred_thousand_tensors_render_lazily(page: Any, big_header: Any) ->
         assert page.text_content("#match-count") == "1,000 of 100,000 tensors"
         page.locator("#search").fill("")
         page.wait_for_function("() => document.getElementById('match-count').textContent === '100,000 tensors'")
-        assert page.locator("#tree .row").count() == 1  # "model", collapsed
+        assert page.locator("#tree .row[data-k]").count() == 1  # "model", collapsed

@@ -35,6 +35,16 @@ def cli_json(*args: object, code: int = 0) -> Any:
     return json.loads(out.getvalue())
 
 
+def live_input(session: ViewSession, i: int = 0) -> dict[str, Any]:
+    """Input ``i`` as the live page gets it: the first document's part (its tensors, tree and
+    blocks left out), with what api/tensors then sends put in."""
+    inp = json.loads(session.document_json())["inputs"][i]
+    assert inp["tensors"] is None and inp["tree"] is None and inp["blocks"] is None
+    part = json.loads(session.tensors_json(i))
+    assert set(part) == {"tensors", "tree", "blocks"}
+    return {**inp, **part}
+
+
 def tree_as_dicts(tree: dict[str, list[Any]], names: list[str]) -> dict[str, Any]:
     """The page's flat tree arrays in inspect --tree --json's shape (paths rebuilt from labels,
     a tensor's label from its name after its group's path)."""
@@ -85,7 +95,8 @@ def check_against_inspect(inp: dict[str, Any], path: str | Path) -> dict[str, An
     for key, value in inp["summary"].items():
         assert value == expected[key], key
     assert set(expected) - set(inp["summary"]) == {"tensors", "tree", "metadata", "modelspec", "filter",
-                                                   "total_tensor_count"}
+                                                   "total_tensor_count", "repeated_blocks"}
+    check_blocks(inp["blocks"], expected["repeated_blocks"])
     rows = expected["tensors"]
     cols = inp["tensors"]
     assert cols["name"] == [r["name"] for r in rows]
@@ -104,6 +115,18 @@ def check_against_inspect(inp: dict[str, Any], path: str | Path) -> dict[str, An
     assert inp["metadata"] == plain
     assert inp["modelspec"] == [[k, v] for k, v in expected["modelspec"].items()]
     return expected
+
+
+def check_blocks(blocks: list[dict[str, Any]], expected: list[dict[str, Any]]) -> None:
+    """The page's blocks that are not nested in another's members are inspect's repeated blocks."""
+    shown = [b for b in blocks if not b["nested"]]
+    assert [(b["path"], b["label"], b["indices"], b["count"], b["copies"], b["tensors"], b["params"], b["bytes"],
+             b["total_params"], b["total_bytes"], b["whole"], [d[1:] for d in b["differing"]]) for b in shown] == [
+        (e["path"], e["label"], e["indices"], e["count"], e["copies"], e["tensors"], e["parameters"], e["nbytes"],
+         e["total_parameters"], e["total_nbytes"], e["whole_group"],
+         [[d["index"], d["path"], d["reason"]] for d in e["differing"]]) for e in expected]
+    for b in blocks:
+        assert b["ranges"] in b["label"] and len(b["members"]) == b["count"] == len(b["indices"])
 
 
 def check_values(reply: dict[str, Any], path: str | Path, name: str, oracle: np.ndarray) -> None:
@@ -132,7 +155,12 @@ def test_minilm_document_is_inspects(minilm: Path) -> None:
     with ViewSession.open([str(minilm)]) as session:
         doc = session.document()
         served = json.loads(session.document_json())
-    assert served == {**doc, "live": True}
+        tensors = json.loads(session.tensors_json(0))
+    # The live page gets the same document in two answers: the tensors come on their own.
+    parts = ("tensors", "tree", "blocks")
+    assert served == {**doc, "live": True, "inputs": [{**doc["inputs"][0], **dict.fromkeys(parts)}]}
+    assert tensors == {k: doc["inputs"][0][k] for k in parts}
+    assert [b["label"] for b in tensors["blocks"]] == ["encoder.layer.[0–5] × 6"]
     assert doc["diff"] is None and len(doc["inputs"]) == 1
     inp = doc["inputs"][0]
     check_against_inspect(inp, minilm)
@@ -201,8 +229,8 @@ def test_http_document_reads_only_the_header_and_values_only_the_tensor(http_mod
         header_end = 8 + session.inputs[0].header_size
         assert header_end <= opened <= 100_001  # the first ranged request holds the 11 kB header
         http_model.reset_log()
-        inp = json.loads(session.document_json())["inputs"][0]
-        assert http_model.log.requests == 0  # the page's document needs no byte more
+        inp = live_input(session)
+        assert http_model.log.requests == 0  # the page's document and tensor list need no byte more
         assert inp["local"] is False and inp["label"] == url
         check_against_inspect(inp, url)
         info = session.inputs[0].info(QUERY)

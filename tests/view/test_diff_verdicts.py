@@ -34,8 +34,8 @@ def embedded(report: Path) -> dict[str, Any]:
 
 def rows(page: Any) -> dict[str, str]:
     """The diff list's rows shown now: tensor -> the label the page gives it."""
-    got = page.locator("#diff-list .row").evaluate_all(
-        "rs => rs.map(r => [r.dataset.tensor, r.querySelector('.cell.w2').textContent])")
+    got = page.locator("#diff-list .row[data-k]").evaluate_all(
+        "rs => rs.map(r => [r.dataset.tensor, r.querySelector('.cell.verdict').textContent])")
     return dict(got)
 
 

@@ -27,7 +27,7 @@ from pysafetensors.view.data import js_safe
 
 from .conftest import canvas_ink, open_page, serving
 from .test_cli import env
-from .test_data import cli_json, inspect_tree, tree_as_dicts, with_leaf_numbers
+from .test_data import check_blocks, cli_json, inspect_tree, live_input, tree_as_dicts, with_leaf_numbers
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "gguf"))
 gh: Any = __import__("gguf_helpers")  # the GGUF tests' writers (gguf-py)
@@ -80,7 +80,7 @@ def test_document_is_inspects_summary_and_gguf_pys_header(files: dict[str, Path]
 
     with ViewSession.open([str(files["mixed"])]) as session:
         body = session.document_json()
-        inp = json.loads(body)["inputs"][0]
+        inp = live_input(session)
         with open_checkpoint(str(files["mixed"]), gguf=True) as ckpt:
             summary = summarize(ckpt, tree=True)
     assert isinstance(summary, GGUFSummary)
@@ -89,7 +89,8 @@ def test_document_is_inspects_summary_and_gguf_pys_header(files: dict[str, Path]
     for key, value in inp["summary"].items():
         assert value == js_safe(expected[key]), key
     assert set(expected) - set(inp["summary"]) == {"tensors", "tree", "metadata", "modelspec", "filter",
-                                                   "total_tensor_count", "gguf_metadata"}
+                                                   "total_tensor_count", "gguf_metadata", "repeated_blocks"}
+    check_blocks(inp["blocks"], expected["repeated_blocks"])
     assert inp["format"] == "gguf" and inp["summary"]["format"] == "gguf" and inp["summary"]["gguf_version"] == 3
     cols = inp["tensors"]
     rows = expected["tensors"]
@@ -153,7 +154,7 @@ def test_remote_gguf_reads_the_header_then_one_tensor_once(files: dict[str, Path
             # Opening read the 1.7 MB header (how far past it the GGUF front reads is tests/gguf's matter).
             assert origin.log.bytes_sent >= ckpt.header_size
             origin.reset_log()
-            inp = json.loads(session.document_json())["inputs"][0]
+            inp = live_input(session)
             assert origin.log.requests == 0 and inp["local"] is False and inp["label"] == url
             t = ckpt.info("q4_k")
             origin.reset_log()
@@ -275,7 +276,7 @@ def test_the_page_shows_a_gguf(page: Any, files: dict[str, Path]) -> None:
         assert vocab[1] == "array[string]" and vocab[2].startswith("60,000 items: [")
 
         page.click("button[data-tab=tree]")
-        assert page.locator("#tree .row").count() == 9  # no dots: every tensor at the top
+        assert page.locator("#tree .row[data-k]").count() == 9  # no dots: every tensor at the top
         page.click("button[data-tab=table]")
         page.click("#table .row[data-tensor='q4_k']")
         page.wait_for_selector("#heatmap")
@@ -322,7 +323,7 @@ def test_the_diff_page_of_a_gguf_and_its_source(page: Any, files: dict[str, Path
     with serving(ViewSession.open([str(files["llama"]), str(files["source"])])) as server:
         open_page(page, server.url)
         assert page.text_content("#diff-added .value") == "0" and page.text_content("#diff-removed .value") == "0"
-        changed = page.locator("#diff-list .row").evaluate_all("rs => rs.map(r => r.dataset.tensor)")
+        changed = page.locator("#diff-list .row[data-k]").evaluate_all("rs => rs.map(r => r.dataset.tensor)")
         assert q in changed  # Q8_0 vs F32: same shape, another type
         page.click(f"#diff-list .row[data-tensor='{q}']")
         page.wait_for_selector("#diff-histogram")

@@ -12,6 +12,7 @@ import argparse
 import dataclasses
 from typing import Any
 
+from ..tools.blocks import RepeatedBlock
 from ..tools.summary import (
     ARRAY_ITEMS,
     MODELSPEC_PREFIX,
@@ -21,7 +22,7 @@ from ..tools.summary import (
     gguf_value_text,
     summarize,
 )
-from ..tools.tree import TreeNode
+from ..tools.tree import TreeNode, within_depth
 from ._common import (
     disagreement_lines,
     emit,
@@ -38,17 +39,93 @@ from ._common import (
 from ._inputs import open_input
 
 
-def _render_tree(root: TreeNode, out: list[str]) -> None:
-    # Iterative: names may nest deeply.
-    stack: list[tuple[TreeNode, int]] = [(c, 1) for c in reversed(root.children)]
+def _share(part: int, whole: int) -> str:
+    """``46.9%`` of ``whole``; ``<0.1%`` for a sliver, never a misleading ``0.0%``."""
+    if not whole:
+        return "-"
+    pct = 100 * part / whole
+    return "<0.1%" if 0 < pct < 0.05 else f"{pct:.1f}%"
+
+
+def _block_text(b: RepeatedBlock, total: int) -> str:
+    copies = f"{fmt_int(b.copies)} copies, " if b.copies != b.count else ""
+    return (f"{plural(b.tensors, 'tensor')} and {plural(b.parameters, 'param')} each; "
+            f"{copies}{plural(b.total_parameters, 'param')} in all ({_share(b.total_parameters, total)})")
+
+
+def _block_lines(result: Summary) -> list[str]:
+    """The ``repeated blocks:`` section: each block (tools.blocks), and the numbered groups left
+    out of it because they differ."""
+    blocks = result.repeated_blocks or []
+    if not blocks:
+        return []
+    out = ["repeated blocks:"]
+    for b in blocks:
+        out.append(f"  {b.label}: {_block_text(b, result.parameter_count)}")
+        out.extend(f"    {d.path} is not in it: {d.reason}" for d in b.differing)
+    return out
+
+
+def _render_tree(root: TreeNode, out: list[str], blocks: list[RepeatedBlock], depth: int | None = None) -> None:
+    """``root``'s subtree, one line per node, indented; ``depth``: no deeper than that many levels.
+
+    A block of ``blocks`` is shown once: its first member stands for all, as
+    ``[0–5] × 6/`` (or, when the group holds nothing else, the group's own line as
+    ``layer.[0–5] × 6/``); the other members are left out, and a numbered group not in the block
+    says why.
+    """
+    by_path: dict[str, list[RepeatedBlock]] = {}
+    for b in blocks:
+        by_path.setdefault(b.path, []).append(b)
+    firsts: dict[str, RepeatedBlock] = {}  # a block's first member's path -> the block
+    others: set[str] = set()  # the other members: not shown
+    differs: dict[str, tuple[RepeatedBlock, str]] = {}
+    for b in blocks:
+        members = [f"{b.path}.{i}" if b.path else str(i) for i in b.indices]
+        firsts[members[0]] = b
+        others.update(members[1:])
+        differs.update((d.path, (b, d.reason)) for d in b.differing)
+    total = root.parameters
+    # Iterative: names may nest deeply.  (node, depth, the label to show it by, the block it stands for)
+    stack: list[tuple[TreeNode, int, str, RepeatedBlock | None]] = [
+        (c, 1, c.label, None) for c in reversed(root.children)]
     while stack:
-        node, depth = stack.pop()
-        label = node.label if node.label else '""'
+        node, level, label, block = stack.pop()
+        label = label or '""'
+        pad = "  " * level
         if node.is_tensor:
-            out.append(f"{'  ' * depth}{label}  {node.dtype} {node.shape}  {plural(node.parameters, 'param')}")
+            out.append(f"{pad}{label}  {node.dtype} {node.shape}  {plural(node.parameters, 'param')}")
+            continue
+        here = by_path.get(node.name, [])
+        whole = here[0] if len(here) == 1 and here[0].whole_group else None
+        if whole is not None:  # the group is its block: shown as it, the first member's children below
+            out.append(f"{pad}{label}.{_ranges(whole)}/  {_block_text(whole, total)}")
+            node = next(c for c in node.children if not c.is_tensor and c.name == _first_path(whole))
+        elif block is not None:
+            out.append(f"{pad}{_ranges(block)}/  {_block_text(block, total)}")
         else:
-            out.append(f"{'  ' * depth}{label}/  {plural(node.parameters, 'param')}, {plural(node.tensors, 'tensor')}")
-            stack.extend((c, depth + 1) for c in reversed(node.children))
+            line = f"{pad}{label}/  {plural(node.parameters, 'param')}, {plural(node.tensors, 'tensor')}"
+            if node.name in differs:
+                other, reason = differs[node.name]
+                line += f"  (not in {_ranges(other)}: {reason})"
+            out.append(line)
+        if depth is not None and level >= depth:
+            continue
+        kids = []
+        for c in node.children:
+            if c.name in others:
+                continue
+            kids.append((c, level + 1, c.label, firsts.get(c.name) if not c.is_tensor else None))
+        stack.extend(reversed(kids))
+
+
+def _ranges(b: RepeatedBlock) -> str:
+    """``[0–5] × 6``: the block's label after its group's path."""
+    return b.label[b.label.rindex("["):]
+
+
+def _first_path(b: RepeatedBlock) -> str:
+    return f"{b.path}.{b.indices[0]}" if b.path else str(b.indices[0])
 
 
 def _metadata_lines(result: Summary) -> list[str]:
@@ -123,23 +200,25 @@ def _trimmed(meta: dict[str, GGUFMetadataEntry]) -> dict[str, GGUFMetadataEntry]
             for k, e in meta.items()}
 
 
-def render_inspect(result: Summary, fmt: str = "text", tensors: bool = False) -> str:
+def render_inspect(result: Summary, fmt: str = "text", tensors: bool = False, depth: int | None = None) -> str:
+    """``inspect``'s output for ``result``; ``depth``: the tree no deeper than that many levels
+    (text: as shown, a folded block being one level; JSON: levels of the tree)."""
     if fmt == "json":
+        if depth is not None and result.tree is not None:
+            result = dataclasses.replace(result, tree=within_depth(result.tree, depth))
         return render_json(result)
     if isinstance(result, GGUFSummary):
         meta = _trimmed(result.gguf_metadata)
         safe = terminal_safe(dataclasses.replace(result, gguf_metadata={}))
         out = _render_gguf(safe, meta, tensors)
-        if safe.tree is not None:
-            out.append("")
-            out.append(f"tree ({plural(safe.tree.parameters, 'param')}):")
-            _render_tree(safe.tree, out)
+        _tree_lines(safe, out, depth)
         return "\n".join(out) + "\n"
     result = terminal_safe(result)
     out = [f"file:        {result.path}"]
     if result.files:
         out.append(f"shards:      {len(result.files)} ({', '.join(result.files)})")
     out.extend(_count_lines(result, "dtype"))
+    out.extend(_block_lines(result))
     out.extend(_metadata_lines(result))
     if tensors:
         rows = [[r.name, r.dtype, str(r.shape), f"[{r.data_offsets[0]}, {r.data_offsets[1]}]", fmt_int(r.nbytes)]
@@ -147,11 +226,27 @@ def render_inspect(result: Summary, fmt: str = "text", tensors: bool = False) ->
         head = ["name", "dtype", "shape", "data_offsets", "bytes"] + (["file"] if result.files else [])
         out.append("")
         out.append(table(rows, head, right=[4]))
-    if result.tree is not None:
-        out.append("")
-        out.append(f"tree ({plural(result.tree.parameters, 'param')}):")
-        _render_tree(result.tree, out)
+    _tree_lines(result, out, depth)
     return "\n".join(out) + "\n"
+
+
+def _tree_lines(result: Summary, out: list[str], depth: int | None) -> None:
+    if result.tree is None:
+        return
+    out.append("")
+    limit = f", {plural(depth, 'level')}" if depth is not None else ""
+    out.append(f"tree ({plural(result.tree.parameters, 'param')}{limit}):")
+    _render_tree(result.tree, out, result.repeated_blocks or [], depth)
+
+
+def _depth(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a number of levels (1 or more), got {text!r}")
+    return value
 
 
 def add_parser(subparsers: Any) -> None:
@@ -160,12 +255,16 @@ def add_parser(subparsers: Any) -> None:
     p = subparsers.add_parser("inspect", parents=[common_options()], help="sizes, parameter counts, metadata, tensors")
     p.add_argument("file", help="a .safetensors or .gguf file, an index JSON, a checkpoint directory, a URL or a pipe")
     p.add_argument("--tensors", action="store_true", help="list every tensor (name, dtype, shape, offsets, bytes)")
-    p.add_argument("--tree", action="store_true", help="group tensors by dotted prefix with per-subtree counts")
+    p.add_argument("--tree", action="store_true",
+                   help="group tensors by dotted prefix with per-subtree counts; a repeated block shown once")
+    p.add_argument("--depth", type=_depth, metavar="N",
+                   help="with --tree (implied): show N levels of the tree, the groups below counted, not listed")
     p.add_argument("--filter", action="append", metavar="GLOB", help="only tensors whose name matches (repeatable)")
 
 
 def run(args: argparse.Namespace) -> int:
+    tree = args.tree or args.depth is not None
     with open_input(args.file, gguf=True) as ckpt:
-        result = summarize(ckpt, args.filter, tree=args.tree)
-    emit(render_inspect(result, "json" if args.json else "text", tensors=args.tensors))
+        result = summarize(ckpt, args.filter, tree=tree)
+    emit(render_inspect(result, "json" if args.json else "text", tensors=args.tensors, depth=args.depth))
     return 0

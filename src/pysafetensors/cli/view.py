@@ -13,11 +13,14 @@ from __future__ import annotations
 import argparse
 import contextlib
 import ipaddress
+import os
 import sys
 import threading
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from ._common import emit, escape_text, fmt_bytes, progress_factory
+from ..io.redact import redact_text
+from ._common import bar_enabled, emit, escape_text, fmt_bytes, progress_factory
 from ._inputs import open_input
 from ._stopper import Stopper
 
@@ -70,15 +73,93 @@ def _host_warning(host: str, port: int) -> str | None:
             "can connect; the page still needs the URL's token")
 
 
-def _open_browser(url: str) -> None:
-    import webbrowser
+# Seconds the redirect file waits for the browser to open the page before it is removed.
+BROWSER_WAIT = 30.0
+_REDIRECT = """<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><meta name="referrer" content="no-referrer">
+<meta http-equiv="refresh" content="0;url={url}"><title>pysafetensors view</title></head>
+<body><p>Opening pysafetensors view: <a href="{url}">continue</a>.</p></body></html>
+"""
 
+
+def _redirect_file(url: str) -> str:
+    """A new HTML file, mode 0600, that sends the browser on to ``url``; its path.
+
+    The browser is started with this file's name on its command line, never the URL itself:
+    any local user reads a process's command line (``/proc/PID/cmdline`` is world-readable),
+    and the URL carries the token.  The file is readable by this user only (as Jupyter does).
+    """
+    import html
+    import tempfile
+
+    fd, path = tempfile.mkstemp(prefix="pysafetensors-view-", suffix=".html")
     try:
-        opened = webbrowser.open(url)
-    except Exception:  # noqa: BLE001 - a browser that fails to start is not an error of the viewer
-        opened = False
-    if not opened and sys.stderr is not None:
-        print("pysafetensors: could not open a browser; open the URL above", file=sys.stderr)
+        os.fchmod(fd, 0o600)
+        os.write(fd, _REDIRECT.format(url=html.escape(url, quote=True)).encode("utf-8"))
+    finally:
+        os.close(fd)
+    return path
+
+
+def _remove(path: str) -> None:
+    with contextlib.suppress(OSError):
+        os.remove(path)
+
+
+def _open_browser(url: str, visited: threading.Event | None = None, wait: float = BROWSER_WAIT) -> None:
+    """Open the default browser (``BROWSER`` or webbrowser's choice) on a redirect file to
+    ``url`` (:func:`_redirect_file`), and remove that file once the page has traded its token
+    (``visited``, set by the server), after ``wait`` seconds, or at exit, whichever comes first."""
+    import atexit
+    import webbrowser
+    from pathlib import Path
+
+    path = _redirect_file(url)
+
+    def remove() -> None:
+        _remove(path)
+
+    atexit.register(remove)  # the process may end first
+    try:
+        try:
+            opened = webbrowser.open(Path(path).as_uri())
+        except Exception:  # noqa: BLE001 - a browser that fails to start is not an error of the viewer
+            opened = False
+        if not opened:
+            if sys.stderr is not None:
+                print("pysafetensors: could not open a browser; open the URL above", file=sys.stderr)
+        elif visited is not None and not visited.wait(wait) and sys.stderr is not None:
+            print(f"pysafetensors: the browser has not opened the page after {wait:.0f} s; open the URL above "
+                  "(a sandboxed browser may not see the temporary directory: set TMPDIR to one it sees)",
+                  file=sys.stderr)
+    finally:
+        remove()
+        atexit.unregister(remove)
+
+
+# Seconds before a slow start (a huge header, a slow network) says what it is doing.
+SLOW_START = 1.0
+
+
+@contextlib.contextmanager
+def _notice_if_slow(message: str, enabled: bool, after: float = SLOW_START) -> Iterator[None]:
+    """Print ``message`` on stderr if the block takes longer than ``after`` seconds: the URL
+    comes once the inputs are open, and a silent wait looks like a hang.  Like the progress
+    bars: only when ``enabled`` (not ``--quiet``) and stderr is a terminal."""
+    if not enabled or sys.stderr is None or not sys.stderr.isatty():
+        yield
+        return
+
+    def say() -> None:
+        print(message, file=sys.stderr, flush=True)
+
+    timer = threading.Timer(after, say)
+    timer.daemon = True
+    timer.start()
+    try:
+        yield
+    finally:
+        timer.cancel()
 
 
 def run(args: argparse.Namespace) -> int:
@@ -95,7 +176,9 @@ def run(args: argparse.Namespace) -> int:
         opened: list[AnyCheckpoint] = []
         try:
             for path in [args.a] + ([args.b] if args.b is not None else []):
-                opened.append(open_input(path, gguf=True))
+                notice = f"pysafetensors view: reading {escape_text(redact_text(path))}..."
+                with _notice_if_slow(notice, bar_enabled(args)):
+                    opened.append(open_input(path, gguf=True))
         except BaseException:
             for c in opened:
                 c.close()
@@ -130,7 +213,7 @@ def _serve(session: ViewSession, args: argparse.Namespace) -> int:
             emit(server.url)
         sys.stdout.flush()
         if not args.no_browser:
-            threading.Thread(target=_open_browser, args=(server.url,), daemon=True).start()
+            threading.Thread(target=_open_browser, args=(server.url, server.visited), daemon=True).start()
         server.serve_forever(poll_interval=0.25)
     except KeyboardInterrupt:
         pass

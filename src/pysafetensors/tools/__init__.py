@@ -14,7 +14,9 @@ module                    functions                                             
 ``checkpoint``            ``open_checkpoint(path, storage_options, gguf)``            ``Checkpoint``,
                                                                                       ``GGUFCheckpoint``
 ``summary``               ``summarize(ckpt, patterns, tree)``, ``tensor_rows(ckpt)``  ``Summary``
-``tree``                  ``build_tree(rows or ckpt.tensors)``                        ``TreeNode``
+``tree``                  ``build_tree(rows or ckpt.tensors)``, ``prefix_groups(...)``  ``TreeNode``,
+                                                                                      ``PrefixGroups``
+``blocks``                ``find_blocks(groups, names, dtypes, shapes)``              ``RepeatedBlock``
 ``identity``              ``identify(ckpt, content, per_tensor, canonical)``,         ``Identity``
                           ``structural_id(metadata, specs)``, ``canonical_form(...)``
 ``diff``                  ``diff_files(a, b, values, rtol, atol, structure_only)``,   ``DiffResult``,

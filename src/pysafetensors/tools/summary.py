@@ -24,6 +24,7 @@ from typing import Any, TypeVar
 from ..format._gcpause import paused_gc
 from ..gguf.header import GGUFArray, array_values
 from ._base import JsonResult
+from .blocks import RepeatedBlock, find_blocks, reported
 from .checkpoint import (
     AnyCheckpoint,
     Checkpoint,
@@ -33,7 +34,7 @@ from .checkpoint import (
     matches,
     open_checkpoint,
 )
-from .tree import TreeNode, build_tree
+from .tree import TreeNode, prefix_groups, tree_nodes
 
 MODELSPEC_PREFIX = "modelspec."
 #: how a GGUF metadata value is shown (``inspect``'s text and the viewer): an array's first
@@ -72,6 +73,9 @@ class Summary(JsonResult):
     tree: TreeNode | None = None
     shard_metadata: list[ShardMetadata] | None = None  # sharded inputs: the shard headers' own
     metadata_disagreements: list[MetadataDisagreement] | None = None
+    # The numbered groups that repeat one block (tools.blocks); None where not computed (the
+    # viewer's first answer, which sends them with the tensors).
+    repeated_blocks: list[RepeatedBlock] | None = None
 
 
 @dataclass
@@ -156,11 +160,18 @@ _S = TypeVar("_S", bound=Summary)
 
 
 def _summary(cls: type[_S], ckpt: Checkpoint | GGUFCheckpoint, columns: TensorColumns, rows: list[TensorRow],
-             patterns: Sequence[str] | None, tree: bool, **fields: Any) -> _S:
+             patterns: Sequence[str] | None, tree: bool, blocks: bool = True, **fields: Any) -> _S:
     """``cls`` with what every format's summary holds (sizes, counts, per-dtype totals, the
-    selected rows and their tree) filled in from ``ckpt`` and the selected tensors' ``columns``
-    (``rows``: the same tensors as rows, or empty when the caller wants the columns only);
-    ``fields`` give the rest."""
+    selected rows, their repeated blocks and tree) filled in from ``ckpt`` and the selected
+    tensors' ``columns`` (``rows``: the same tensors as rows, or empty when the caller wants the
+    columns only); ``fields`` give the rest.  ``blocks``: find the repeated blocks (else None)."""
+    found: list[RepeatedBlock] | None = None
+    root = None
+    if blocks or tree:
+        groups = prefix_groups(columns.name, columns.parameters, columns.nbytes)
+        found = reported(find_blocks(groups, columns.name, columns.dtype, columns.shape)) if blocks else None
+        if tree:
+            root = tree_nodes(groups, columns.name, columns.dtype, columns.shape, columns.parameters, columns.nbytes)
     by_dtype: dict[str, int] = {}
     bytes_by: dict[str, int] = {}
     for dtype, params, nbytes in zip(columns.dtype, columns.parameters, columns.nbytes):
@@ -177,7 +188,8 @@ def _summary(cls: type[_S], ckpt: Checkpoint | GGUFCheckpoint, columns: TensorCo
         tensors=rows,
         filter=list(patterns) if patterns else None,
         total_tensor_count=ckpt.tensor_count,
-        tree=build_tree(rows) if tree else None,
+        tree=root,
+        repeated_blocks=found,
         **fields,
     )
 
@@ -202,17 +214,18 @@ def summarize(
 def summarize_columns(ckpt: Checkpoint, patterns: Sequence[str] | None = None) -> tuple[Summary, TensorColumns]:
     """:func:`summarize`'s summary of a safetensors checkpoint with its tensors as columns
     (:func:`tensor_columns`) rather than rows: the summary's ``tensors`` is left empty and no
-    row object is made per tensor (the viewer's data on a 100,000-tensor header).  Every other
-    field is computed by the same code as :func:`summarize`'s."""
+    row object is made per tensor (the viewer's data on a 100,000-tensor header), and
+    ``repeated_blocks`` is None (the viewer finds them with the tree it sends later).  Every
+    other field is computed by the same code as :func:`summarize`'s."""
     columns = tensor_columns(ckpt, patterns)
-    return _summarize(ckpt, columns, [], patterns, False), columns
+    return _summarize(ckpt, columns, [], patterns, False, blocks=False), columns
 
 
 def _summarize(ckpt: Checkpoint, columns: TensorColumns, rows: list[TensorRow], patterns: Sequence[str] | None,
-               tree: bool) -> Summary:
+               tree: bool, blocks: bool = True) -> Summary:
     metadata = ckpt.metadata
     return _summary(
-        Summary, ckpt, columns, rows, patterns, tree,
+        Summary, ckpt, columns, rows, patterns, tree, blocks,
         metadata=metadata,
         modelspec=modelspec(metadata),
         files=ckpt.file_names if ckpt.sharded else None,

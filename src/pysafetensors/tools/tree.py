@@ -7,7 +7,11 @@ path as a tuple of parts, never by the joined string, so no name can land on ano
 Names deeper than MAX_DEPTH dots keep the rest of the name in their last label, so the tree
 (and its JSON) stays shallow enough to walk without recursion limits.
 
-:func:`prefix_groups` does the grouping and the totals, in one pass over the names in sorted
+Siblings come in natural order (:func:`natural_order`): ``layers.2`` before ``layers.10``,
+``h9`` before ``h10``, compared part by part, so the page's tree, its table sorted by name and
+``inspect --tree`` list tensors in the one order a reader expects.
+
+:func:`prefix_groups` does the grouping and the totals, in one pass over the names in natural
 order, and gives the compact form the viewer sends as it is (nested lists, a tensor as its row
 number); :func:`build_tree` turns that into :class:`TreeNode` objects for ``inspect --tree``.
 One grouping, so the page and the CLI cannot disagree.
@@ -15,6 +19,7 @@ One grouping, so the page and the CLI cannot disagree.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -73,12 +78,46 @@ def split_name(name: str) -> list[str]:
     return name.split(".", MAX_DEPTH - 1)
 
 
+_DIGITS = re.compile(r"([0-9]+)")
+
+
+def natural_key(part: str) -> tuple[tuple[Any, ...], ...]:
+    """How one path part sorts: runs of ASCII digits by their value (``2`` before ``10``, leading
+    zeros and length compared without ``int``, so a 5,000-digit run is no error), the text
+    between them as text.  Two parts with equal keys are equal strings: the key keeps every
+    character."""
+    out: list[tuple[Any, ...]] = []
+    for i, piece in enumerate(_DIGITS.split(part)):
+        if i % 2:
+            digits = piece.lstrip("0")
+            out.append((0, len(digits), digits, piece))
+        elif piece:
+            out.append((1, piece))
+    return tuple(out)
+
+
+def natural_order(names: Sequence[str]) -> list[int]:
+    """The positions of ``names`` in natural order: compared part by part (:func:`split_name`),
+    each part by :func:`natural_key`.  A prefix of parts sorts first, and all the names under
+    one group are neighbours, as the tree needs.
+
+    Each distinct part is ranked once; a name's key is then a tuple of small integers, so a
+    100,000-name sort compares integers, not strings.
+    """
+    parts = [n.split(".", MAX_DEPTH - 1) for n in names]
+    distinct = set().union(*parts) if parts else set()
+    rank = {p: r for r, p in enumerate(sorted(distinct, key=natural_key))}
+    get = rank.__getitem__
+    keys = [tuple(map(get, p)) for p in parts]
+    return sorted(range(len(names)), key=keys.__getitem__)
+
+
 @dataclass
 class PrefixGroups:
     """The tree of a list of tensors, flat: what :func:`prefix_groups` gives.
 
     ``nodes`` lists every node but the root in depth-first order, children in the order of the
-    sorted names: a tensor as its position in the names given (``>= 0``), group ``g`` as
+    names in natural order: a tensor as its position in the names given (``>= 0``), group ``g`` as
     ``-1 - g``.  The per-group lists are indexed by group number, group 0 being the root:
     ``label`` (the path part after the parent's), the subtree's ``parameters``, ``tensors`` and
     ``nbytes``, and ``end``, the position in ``nodes`` just past the group's subtree (a
@@ -99,8 +138,9 @@ def prefix_groups(names: Sequence[str], parameters: Sequence[int], nbytes: Seque
     """Group ``names`` by dotted prefix (each tensor's ``parameters`` and ``nbytes`` beside it),
     every group with its subtree's totals: see :class:`PrefixGroups`.
 
-    The names are visited in sorted order, where every group's tensors are neighbours (all the
-    names that start with ``"a.b."``, and only they, are under group ``a`` / ``b``): the groups
+    The names are visited in natural order (:func:`natural_order`), where every group's tensors
+    are neighbours (all the names whose parts begin ``a``, ``b``, and only they, are under group
+    ``a`` / ``b``): the groups
     of the previous name are kept on a stack, and a group's totals are added to its parent's
     when the stack leaves it.  A name whose text up to its last dot is the previous name's joins
     the same group without being split.  A tensor's label is its name after its group's path
@@ -114,7 +154,7 @@ def prefix_groups(names: Sequence[str], parameters: Sequence[int], nbytes: Seque
     # The totals of the tensors added to ``top`` since they were last added to its lists.
     p_acc = n_acc = b_acc = 0
     last = None  # the previous name up to and including its last dot
-    for i in sorted(range(len(names)), key=names.__getitem__):
+    for i in natural_order(names):
         name = names[i]
         head, dot, _ = name.rpartition(".")
         here = head + dot
@@ -174,7 +214,17 @@ def build_tree(rows: Sequence[TensorLike]) -> TreeNode:
     ``rows``: :func:`pysafetensors.tools.summary.tensor_rows` or ``Checkpoint.tensors``.
     """
     facts = [_facts(r) for r in rows]
-    g = prefix_groups([r.name for r in rows], [f[1] for f in facts], [r.nbytes for r in rows])
+    names = [r.name for r in rows]
+    params = [f[1] for f in facts]
+    nbytes = [r.nbytes for r in rows]
+    g = prefix_groups(names, params, nbytes)
+    return tree_nodes(g, names, [f[0] for f in facts], [r.shape for r in rows], params, nbytes)
+
+
+def tree_nodes(g: PrefixGroups, names: Sequence[str], dtypes: Sequence[str], shapes: Sequence[Sequence[int]],
+               parameters: Sequence[int], nbytes: Sequence[int]) -> TreeNode:
+    """:func:`prefix_groups`' flat tree ``g`` of ``names`` (the tensors' ``dtypes``, ``shapes``,
+    ``parameters`` and ``nbytes`` beside them) as :class:`TreeNode` objects."""
     root = TreeNode("", g.parameters[0], g.tensors[0], g.nbytes[0])
     stack = [(root, g.end[0])]  # the open groups and where their subtrees end in g.nodes
     for pos, n in enumerate(g.nodes):
@@ -182,10 +232,10 @@ def build_tree(rows: Sequence[TensorLike]) -> TreeNode:
             stack.pop()
         parent = stack[-1][0]
         if n >= 0:
-            row = rows[n]
+            name = names[n]
             prefix = len(parent.name) + 1 if parent is not root else 0  # the label follows "path."
-            parent.children.append(TreeNode(row.name, facts[n][1], 1, row.nbytes, dtype=facts[n][0],
-                                            shape=list(row.shape), label=row.name[prefix:]))
+            parent.children.append(TreeNode(name, parameters[n], 1, nbytes[n], dtype=dtypes[n],
+                                            shape=list(shapes[n]), label=name[prefix:]))
         else:
             k = -1 - n
             name = f"{parent.name}.{g.label[k]}" if parent is not root else g.label[k]
@@ -193,3 +243,20 @@ def build_tree(rows: Sequence[TensorLike]) -> TreeNode:
             parent.children.append(group)
             stack.append((group, g.end[k]))
     return root
+
+
+def within_depth(root: TreeNode, depth: int) -> TreeNode:
+    """A copy of ``root`` without the nodes more than ``depth`` levels below it (a group at the
+    last level keeps its totals, with no children)."""
+    top = TreeNode(root.name, root.parameters, root.tensors, root.nbytes, dtype=root.dtype,
+                   shape=root.shape, label=root.label)
+    stack = [(root, top, 0)]
+    while stack:
+        node, copy, level = stack.pop()
+        if level >= depth:
+            continue
+        for c in node.children:
+            kid = TreeNode(c.name, c.parameters, c.tensors, c.nbytes, dtype=c.dtype, shape=c.shape, label=c.label)
+            copy.children.append(kid)
+            stack.append((c, kid, level + 1))
+    return top

@@ -6,11 +6,14 @@
 * :meth:`ViewSession.document`: the checkpoint document, built from the headers (and, for a
   diff of two local inputs, their tensor bytes): per input the ``inspect`` summary (:func:`~pysafetensors.tools.summary.summarize`),
   the metadata, the ModelSpec entries and a validated thumbnail, the tensor list as columns (one
-  array per field, so a 100,000-tensor header stays a few compact arrays), and the dotted tree
+  array per field, so a 100,000-tensor header stays a few compact arrays), the dotted tree
   (:func:`~pysafetensors.tools.tree.prefix_groups`, the grouping ``inspect --tree`` uses) as
   flat arrays too: ``nodes`` in depth-first order (a tensor as its index in the columns, group
   ``g`` as ``-1 - g``) and per group its ``label``, ``params``, ``tensors``, ``bytes`` and
-  ``end`` (where its subtree ends in ``nodes``); for two inputs, the ``diff`` result
+  ``end`` (where its subtree ends in ``nodes``), and its repeated blocks
+  (:func:`~pysafetensors.tools.blocks.find_blocks`, by group number: :func:`block_entries`);
+  the live page's document leaves those three out, and :meth:`ViewSession.tensors_json` sends
+  them in a second answer; for two inputs, the ``diff`` result
   (:func:`~pysafetensors.tools.diff.diff_files`, as the ``diff`` command computes it: tensor
   bytes compared for two local inputs, the structure only for a URL; the page shows its
   verdicts as they are).  An exported report with stats also carries every tensor's stats and
@@ -53,6 +56,7 @@ from typing import Any
 
 from ..errors import GGUFUnsupported
 from ..tools import Progress, no_progress, to_jsonable
+from ..tools.blocks import RepeatedBlock, find_blocks, index_ranges
 from ..tools.checkpoint import (
     AnyCheckpoint,
     GGUFCheckpoint,
@@ -62,7 +66,6 @@ from ..tools.checkpoint import (
     ValueTensor,
     open_checkpoint,
 )
-from ..tools.diff import diff_files, shown_names, tensor_value_diff, value_pair
 from ..tools.pairing import HOLD_CAP, hold
 from ..tools.stats import stats_of, tensor_stats
 from ..tools.summary import (
@@ -74,8 +77,11 @@ from ..tools.summary import (
     summarize,
     summarize_columns,
 )
-from ..tools.tree import prefix_groups
+from ..tools.tree import PrefixGroups, prefix_groups
 from ..tools.values import difference_histogram, heatmap, histogram
+
+# tools.diff (and numpy, gguf-py's converter... under it) is imported where two inputs are
+# compared: one input's page is served without it, sooner.
 
 # Heatmap cells per side on the page: the finest the tools give (a matrix up to 512 x 512 is shown whole).
 PAGE_HEATMAP_CELLS = 512
@@ -134,9 +140,35 @@ def _pairs(mapping: dict[str, str] | None) -> list[list[str]] | None:
 
 def tree_columns(columns: dict[str, Any]) -> dict[str, list[Any]]:
     """The tensors' tree (:func:`~pysafetensors.tools.tree.prefix_groups`) as the page's arrays."""
-    g = prefix_groups(columns["name"], columns["params"], columns["bytes"])
+    return _tree_arrays(prefix_groups(columns["name"], columns["params"], columns["bytes"]))
+
+
+def _tree_arrays(g: PrefixGroups) -> dict[str, list[Any]]:
     return {"nodes": g.nodes, "label": g.label, "params": g.parameters, "tensors": g.tensors, "bytes": g.nbytes,
             "end": g.end}
+
+
+def block_entries(blocks: Sequence[RepeatedBlock]) -> list[dict[str, Any]]:
+    """The repeated blocks (:func:`~pysafetensors.tools.blocks.find_blocks`, every one: the page
+    folds a block inside any member it expands) as the page reads them: by group number."""
+    # Only the totals can pass 2**53 (js_safe): the numbers and group lists stay as they are.
+    return [{
+        "group": b._group, "path": b.path, "label": b.label, "ranges": f"[{index_ranges(b.indices)}]",
+        "indices": b.indices, "members": b._members, "count": b.count, "copies": b.copies, "tensors": b.tensors,
+        **js_safe({"params": b.parameters, "bytes": b.nbytes, "total_params": b.total_parameters,
+                   "total_bytes": b.total_nbytes}),
+        "whole": b.whole_group, "nested": b.nested,
+        "differing": [[gid, d.index, d.path, d.reason] for gid, d in zip(b._differing_groups, b.differing)],
+    } for b in blocks]
+
+
+def tensor_part(columns: dict[str, Any]) -> dict[str, Any]:
+    """An input's tensors as the page reads them: the ``columns``, the tree grouping them and its
+    repeated blocks (one :func:`~pysafetensors.tools.tree.prefix_groups` for both, the grouping
+    and the blocks ``inspect`` prints)."""
+    g = prefix_groups(columns["name"], columns["params"], columns["bytes"])
+    blocks = find_blocks(g, columns["name"], columns["dtype"], columns["shape"])
+    return {"tensors": columns, "tree": _tree_arrays(g), "blocks": block_entries(blocks)}
 
 
 class _Held:
@@ -174,15 +206,18 @@ def _values_of(access: TensorAccess, name: str, with_heatmap: bool) -> dict[str,
 
 def _summary_fields(s: Summary) -> tuple[dict[str, Any], list[Any]]:
     """The summary without its per-tensor rows and metadata (sent as columns and pairs), and the rows."""
-    skip = {"tensors", "tree", "metadata", "modelspec", "filter", "total_tensor_count", "gguf_metadata"}
+    skip = {"tensors", "tree", "metadata", "modelspec", "filter", "total_tensor_count", "gguf_metadata",
+            "repeated_blocks"}
     fields = {f.name: to_jsonable(getattr(s, f.name)) for f in dataclasses.fields(s) if f.name not in skip}
     return fields, s.tensors
 
 
-def input_document(ckpt: AnyCheckpoint) -> dict[str, Any]:
-    """One input's part of the checkpoint document (headers only: no tensor byte is read)."""
+def input_document(ckpt: AnyCheckpoint, tensors: bool = True) -> dict[str, Any]:
+    """One input's part of the checkpoint document (headers only: no tensor byte is read).
+    ``tensors``: with its :func:`tensor_part` (else ``tensors``, ``tree`` and ``blocks`` are
+    None and ``_columns`` holds the columns, for :meth:`ViewSession.tensors_json`)."""
     if isinstance(ckpt, GGUFCheckpoint):
-        return gguf_document(ckpt)
+        return gguf_document(ckpt, tensors)
     full, cols = summarize_columns(ckpt)
     summary, _ = _summary_fields(full)
     files = summary.get("files")
@@ -207,20 +242,25 @@ def input_document(ckpt: AnyCheckpoint) -> dict[str, Any]:
                            if metadata is not None else None),
         "modelspec": _pairs({k: v for k, v in (metadata or {}).items() if k.startswith(MODELSPEC_PREFIX)}),
         "thumbnail": thumbnail(metadata),
-        "tensors": columns,
-        "tree": tree_columns(columns),
+        **_tensors_or_later(columns, tensors),
         "stats": None,
     }
 
 
-def gguf_document(ckpt: GGUFCheckpoint) -> dict[str, Any]:
+def _tensors_or_later(columns: dict[str, Any], now: bool) -> dict[str, Any]:
+    if now:
+        return tensor_part(columns)
+    return {"tensors": None, "tree": None, "blocks": None, "_columns": columns}
+
+
+def gguf_document(ckpt: GGUFCheckpoint, tensors: bool = True) -> dict[str, Any]:
     """A GGUF input's part of the checkpoint document: the same fields as a safetensors input's,
     the metadata as ``[key, text]`` pairs (``inspect``'s text: arrays as length and first
     items) with ``metadata_types`` beside them, and the tensors' GGUF dims and value dtypes."""
     s = summarize(ckpt)
     assert isinstance(s, GGUFSummary)
     summary, rows = _summary_fields(s)
-    tensors = ckpt.tensors  # the rows' order: file order
+    infos = ckpt.tensors  # the rows' order: file order
     columns: dict[str, Any] = {
         "name": [r.name for r in rows],
         "dtype": [r.dtype for r in rows],  # the GGML type: Q4_K, F32...
@@ -230,8 +270,8 @@ def gguf_document(ckpt: GGUFCheckpoint) -> dict[str, Any]:
         "begin": [r.data_offsets[0] for r in rows],
         "end": [r.data_offsets[1] for r in rows],
         "file": None,
-        "dims": [list(t.dims) for t in tensors],  # GGUF's order
-        "values": [t.dtype.code for t in tensors],  # what the values read as (F32 when dequantized)
+        "dims": [list(t.dims) for t in infos],  # GGUF's order
+        "values": [t.dtype.code for t in infos],  # what the values read as (F32 when dequantized)
     }
     return {
         "label": ckpt.path,
@@ -242,8 +282,7 @@ def gguf_document(ckpt: GGUFCheckpoint) -> dict[str, Any]:
         "metadata_types": [e.type for e in s.gguf_metadata.values()],
         "modelspec": [],
         "thumbnail": None,
-        "tensors": columns,
-        "tree": tree_columns(columns),
+        **_tensors_or_later(columns, tensors),
         "stats": None,
     }
 
@@ -281,6 +320,7 @@ def _diff_with_stats(a: AnyCheckpoint, b: AnyCheckpoint, progress: Progress
     """``diff --values`` of the two inputs and each input's stats and histograms (in its file
     order, as :func:`stream_values`), from one pass over each input
     (:func:`~pysafetensors.tools.diff.diff_files` with ``visit``)."""
+    from ..tools.diff import diff_files
     stats_a: list[dict[str, Any]] = []
     stats_b: list[dict[str, Any]] = []
     total = sum(_values_nbytes(t) for t in a.tensors) + sum(_values_nbytes(t) for t in b.tensors)
@@ -304,12 +344,17 @@ def _diff_names(a: AnyCheckpoint, b: AnyCheckpoint) -> list[list[str] | None]:
     None where they are the names themselves."""
     if not (isinstance(a, GGUFCheckpoint) or isinstance(b, GGUFCheckpoint)):
         return [None, None]
+    from ..tools.diff import shown_names
     out: list[list[str] | None] = []
     for ckpt, shown in zip((a, b), shown_names(a, b)):
         own = [t.name for t in ckpt.tensors]
         names = [shown.get(n, n) for n in own]
         out.append(names if names != own else None)
     return out
+
+
+def _json_bytes(obj: Any) -> bytes:
+    return json.dumps(obj, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode("utf-8")
 
 
 class ViewSession:
@@ -321,6 +366,9 @@ class ViewSession:
         self.inputs = list(checkpoints)
         self._lock = threading.Lock()  # one value computation at a time: bounded memory
         self._json: bytes | None = None
+        self._tensors_lock = threading.Lock()
+        self._columns: dict[int, dict[str, Any]] = {}  # per input, from the live document, until used
+        self._tensors: dict[int, bytes] = {}
 
     @classmethod
     def open(cls, paths: Iterable[str], storage_options: dict[str, Any] | None = None) -> ViewSession:
@@ -338,11 +386,20 @@ class ViewSession:
 
     def document(self, with_stats: bool = False, progress: Progress = no_progress, live: bool = False) -> dict[str, Any]:
         """The checkpoint document (see the module docstring); ``with_stats`` streams the data.
-        ``live``: served by a running server that answers the page's value requests."""
-        inputs = [input_document(c) for c in self.inputs]
+        ``live``: served by a running server that answers the page's value requests, and each
+        input's ``tensors``, ``tree`` and ``blocks`` left out (None), for the page to ask
+        :meth:`tensors_json` when it shows them: the first answer stays small and quick on a
+        100,000-tensor header."""
+        inputs = [input_document(c, tensors=not live) for c in self.inputs]
+        for i, doc in enumerate(inputs):
+            columns = doc.pop("_columns", None)
+            if columns is not None:
+                self._columns[i] = columns
         diff = None
         stats: list[list[dict[str, Any]] | None] = [None, None]
         if len(self.inputs) == 2:
+            from ..tools.diff import diff_files
+
             a, b = self.inputs
             names = _diff_names(a, b)
             if with_stats and names == [None, None]:
@@ -364,9 +421,20 @@ class ViewSession:
         """The live page's document as UTF-8 JSON, built on first use and kept (for two local
         inputs that compares their tensor bytes, as ``diff`` does: ``progress`` reports it)."""
         if self._json is None:
-            doc = self.document(progress=progress, live=True)
-            self._json = json.dumps(doc, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode("utf-8")
+            self._json = _json_bytes(self.document(progress=progress, live=True))
         return self._json
+
+    def tensors_json(self, i: int) -> bytes:
+        """Input ``i``'s :func:`tensor_part` (its tensor columns, tree and repeated blocks) as
+        UTF-8 JSON, built on first use and kept: what the live document leaves out."""
+        ckpt = self.checkpoint(i)
+        with self._tensors_lock:
+            if i not in self._tensors:
+                columns = self._columns.pop(i, None)
+                if columns is None:
+                    columns = input_document(ckpt, tensors=False)["_columns"]
+                self._tensors[i] = _json_bytes(tensor_part(columns))
+            return self._tensors[i]
 
     def checkpoint(self, i: int) -> AnyCheckpoint:
         if not 0 <= i < len(self.inputs):
@@ -384,6 +452,8 @@ class ViewSession:
         """One tensor's ``diff --values`` numbers and the histogram of its differences (``a - b``)."""
         if len(self.inputs) != 2:
             raise IndexError("a value diff needs two inputs")
+        from ..tools.diff import tensor_value_diff, value_pair
+
         a, b = self.inputs
         with self._lock:
             if isinstance(a, GGUFCheckpoint) or isinstance(b, GGUFCheckpoint):
@@ -410,5 +480,5 @@ class ViewSession:
         self.close()
 
 
-__all__ = ["HOLD_CAP", "ViewSession", "gguf_document", "hold", "input_document", "js_safe", "stream_values", "thumbnail",
-           "tree_columns"]
+__all__ = ["HOLD_CAP", "ViewSession", "block_entries", "gguf_document", "hold", "input_document", "js_safe",
+           "stream_values", "tensor_part", "thumbnail", "tree_columns"]

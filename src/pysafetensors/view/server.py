@@ -5,7 +5,7 @@ attacker-controlled, so the server:
 
 - binds 127.0.0.1 unless told otherwise;
 - answers only requests that carry the run's random token: in the URL once (``/?token=...``,
-  which sets an HttpOnly, SameSite=Strict cookie and redirects to ``/``), then in the cookie;
+  which sets an HttpOnly, SameSite=Strict cookie and sends the browser on to ``/``), then in the cookie;
   anything else gets 403;
 - answers only when the Host header names the address it listens on (``127.0.0.1:PORT``,
   ``localhost:PORT`` or the explicit ``--host``), which defeats DNS rebinding;
@@ -44,6 +44,13 @@ from .data import ViewSession
 
 CSP = "default-src 'self'; img-src 'self' data:; object-src 'none'; base-uri 'none'; frame-ancestors 'none'; form-action 'none'"
 STATIC_FILES = frozenset({"index.html", "app.js", "app.css"})
+# The answer to the URL with the token: the cookie, and a page that goes on to "/" by itself.  Not
+# a redirect: a navigation that began on another site or in a file (the browser is opened on a
+# redirect file) would carry the redirect's next request as cross-site, without the
+# SameSite=Strict cookie; this page's own step to "/" is same-site, so the cookie goes with it.
+ENTER_PAGE = (b'<!doctype html>\n<html lang="en"><head><meta charset="utf-8"><meta name="referrer" content="no-referrer">'
+              b'<meta http-equiv="refresh" content="0;url=/"><link rel="icon" href="data:,"><title>pysafetensors view</title></head>'
+              b'<body><p><a href="/">Open the viewer</a></p></body></html>\n')
 COOKIE = "pysafetensors_view_"  # + the port: cookies are per host, not per port, and two viewers may run
 _INPUT_NUMBER = re.compile(r"[0-9]{1,3}")
 
@@ -73,6 +80,7 @@ class ViewServer(http.server.ThreadingHTTPServer):
     def __init__(self, session: ViewSession, host: str = "127.0.0.1", port: int = 0) -> None:
         self.session = session
         self.token = secrets.token_urlsafe(24)
+        self.visited = threading.Event()  # set when a browser first trades the URL's token for the cookie
         self.bind_host = host
         self._connections: dict[socket.socket, list[Any]] = {}
         self._connections_lock = threading.Lock()
@@ -273,7 +281,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             return
         if via_url:  # trade the URL token for a cookie, and drop it from the address bar
             cookie = f"{self.server.cookie}={self.server.token}; HttpOnly; SameSite=Strict; Path=/"
-            self._send(303, b"", "text/plain", {"Location": "/", "Set-Cookie": cookie})
+            self._send(200, ENTER_PAGE, "text/html; charset=utf-8", {"Set-Cookie": cookie})
+            self.server.visited.set()
             return
         path = url.path
         try:
@@ -309,6 +318,9 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         try:
             if endpoint == "checkpoint":
                 self._send(200, session.document_json(), "application/json; charset=utf-8")
+            elif endpoint == "tensors":
+                i = _input_number(query.get("i", ["0"])[0], session)
+                self._send(200, session.tensors_json(i), "application/json; charset=utf-8")
             elif endpoint == "values":
                 self._json(200, session.values(_input_number(query.get("i", ["0"])[0], session), one("name")))
             elif endpoint == "valuediff":

@@ -1,0 +1,271 @@
+"""Repeated blocks: the numbered groups of a tree that hold the same tensors (``layers.0`` ...
+``layers.31`` of an LLM), found once and shown folded by ``inspect`` and the viewer.
+
+A group's *numbered children* are its child groups labelled by a decimal number written the
+plain way (``0``, ``12``; not ``01``).  Two of them are the same block when they hold the same
+tensors: the same names below them (after their own path), each with the same dtype and shape,
+which is what a model repeating one block gives.  Every set of two or more alike children is a
+:class:`RepeatedBlock` (``model.layers.[0–31] × 32``); a numbered child that is alike to no other
+is not folded in, and the largest block at that group says why it differs
+(:class:`BlockDifference`): a partial repeat is shown as such, never as a whole one.
+
+The search runs over :func:`~pysafetensors.tools.tree.prefix_groups`' flat tree, so it is one pass
+over the tensors per level of numbering (a mixture of experts' ``layers.L.experts.E`` is two).
+A block inside another block's members is found in each of them; only the one in the first member
+is reported (:attr:`RepeatedBlock.nested` marks the others, which the viewer folds as it expands a
+member), and its label names the outer members by their range: ``model.layers.[0–31].experts.[0–7]
+× 8``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from ..format._gcpause import paused_gc
+from ._base import JsonResult
+from .tree import PrefixGroups
+
+#: differences named in a BlockDifference's reason before "and N more"
+REASONS_SHOWN = 2
+
+
+@dataclass
+class BlockDifference(JsonResult):
+    """A numbered child alike to no other: not folded into the block beside it, and why."""
+
+    index: int  # its number: 5 for "model.layers.5"
+    path: str
+    reason: str  # "mlp.up_proj.weight is F32 [14336, 4096], the block's F32 [11008, 4096]"
+
+
+@dataclass
+class RepeatedBlock(JsonResult):
+    """Numbered children of one group that hold the same tensors (names, dtypes, shapes)."""
+
+    path: str  # the group whose numbered children repeat: "model.layers"
+    label: str  # "model.layers.[0–31] × 32" (outer repeats named by their ranges)
+    indices: list[int]  # the members' numbers, ascending
+    count: int
+    tensors: int  # per member
+    parameters: int  # per member
+    nbytes: int  # per member
+    # Copies of the block in the checkpoint: ``count``, times the count of every block whose
+    # first member holds this one (``layers.[0–31].experts.[0–7] × 8`` is 8 × 32 = 256 copies).
+    copies: int
+    total_parameters: int  # copies × parameters
+    total_nbytes: int
+    differing: list[BlockDifference] = field(default_factory=list)  # numbered children not folded in
+    whole_group: bool = False  # the group holds nothing but this block's members
+    nested: bool = False  # inside a member (not the first) of another block: reported in the first
+    _group: int = -1  # the group's number in the PrefixGroups
+    _members: list[int] = field(default_factory=list)  # the members' group numbers, as ``indices``
+    _differing_groups: list[int] = field(default_factory=list)  # as ``differing``
+
+
+def index_ranges(indices: Sequence[int]) -> str:
+    """``0–31``; ``0–4, 6–31``; ``0, 2, …, 30`` (every second); ``3, 7``: ascending numbers as
+    runs (three or more in steps of one), progressions (four or more in a larger step) and singles."""
+    out: list[str] = []
+    i, n = 0, len(indices)
+    while i < n:
+        j = i + 1
+        if j < n:
+            step = indices[j] - indices[i]
+            while j + 1 < n and indices[j + 1] - indices[j] == step:
+                j += 1
+            run = j - i + 1
+            if step == 1 and run >= 3:
+                out.append(f"{indices[i]}–{indices[j]}")
+                i = j + 1
+                continue
+            if step > 1 and run >= 4:
+                out.append(f"{indices[i]}, {indices[i + 1]}, …, {indices[j]}")
+                i = j + 1
+                continue
+        out.append(str(indices[i]))
+        i += 1
+    return ", ".join(out)
+
+
+def _number(label: str) -> int | None:
+    """The number a label writes the plain way (``"12"``), else None (``"01"``, ``"x"``, ``"٣"``)."""
+    if label.isascii() and label.isdigit() and (label == "0" or label[0] != "0"):
+        return int(label)
+    return None
+
+
+Signature = tuple[tuple[str, int], ...]
+
+
+def _shape_text(dtype: str, shape: Sequence[int]) -> str:
+    return f"{dtype} [{', '.join(map(str, shape))}]"
+
+
+def _reason(sig: Signature, block: Signature, facts: list[tuple[str, tuple[int, ...]]]) -> str:
+    """Why a member with tensors ``sig`` is not the block ``block``: its first differences."""
+    mine, theirs = dict(sig), dict(block)
+    diffs: list[str] = []
+    for name, fact in sig:
+        shown = name or '""'
+        if name not in theirs:
+            diffs.append(f"has {shown}, which the block lacks")
+        elif theirs[name] != fact:
+            diffs.append(f"{shown} is {_shape_text(*facts[fact])}, the block's {_shape_text(*facts[theirs[name]])}")
+    diffs.extend("lacks " + (name or '""') for name, _ in block if name not in mine)
+    shown_all = "; ".join(diffs[:REASONS_SHOWN])
+    more = len(diffs) - REASONS_SHOWN
+    return shown_all + (f"; and {more} more difference{'s' if more != 1 else ''}" if more > 0 else "")
+
+
+@paused_gc()  # a tuple per node: see paused_gc
+def find_blocks(groups: PrefixGroups, names: Sequence[str], dtypes: Sequence[str],
+                shapes: Sequence[Sequence[int]]) -> list[RepeatedBlock]:
+    """Every repeated block of the tree ``groups`` (:func:`~pysafetensors.tools.tree.prefix_groups`
+    of ``names``; ``dtypes`` and ``shapes`` beside them), the groups in depth-first order and the
+    blocks of one group by their first member.  ``nested`` ones included: :func:`reported` leaves
+    them out.
+
+    Two groups hold the same tensors exactly when their direct children have the same labels,
+    in the same order, each child tensor the same dtype and shape and each child group the same
+    tensors in turn; so every group gets a structure number from its children's, bottom up
+    (equal numbers, equal structure), in one pass over the tree whatever the nesting.
+    """
+    g = groups
+    nodes, label, end = g.nodes, g.label, g.end
+    ngroups = len(label)
+    # Group numbers follow the depth-first order (prefix_groups numbers a group as it opens it),
+    # so a forward pass sees every group after its parent, a backward one after its children.
+    start = [0] * ngroups  # where each group's children begin in nodes
+    parent = [0] * ngroups
+    cut = [0] * ngroups  # the length of "path." (a child's name after it is its label)
+    kids: list[list[int]] = [[] for _ in range(ngroups)]  # direct children, as in nodes
+    group_kids = [0] * ngroups
+    stack = [0]
+    top, stop = 0, end[0]
+    for pos, n in enumerate(nodes):
+        if pos >= stop:
+            while pos >= end[stack[-1]]:
+                stack.pop()
+            top = stack[-1]
+            stop = end[top]
+        kids[top].append(n)
+        if n < 0:
+            k = -1 - n
+            parent[k] = top
+            group_kids[top] += 1
+            start[k] = pos + 1
+            cut[k] = cut[top] + len(label[k]) + 1
+            stack.append(k)
+            top, stop = k, end[k]
+    fact_ids: dict[tuple[str, tuple[int, ...]], int] = {}
+    fact = [fact_ids.setdefault(key, len(fact_ids)) for key in zip(dtypes, map(tuple, shapes))]
+    facts = list(fact_ids)
+    structure = [0] * ngroups
+    interned: dict[tuple[tuple[str, int], ...], int] = {}
+    candidates = []  # groups with two or more child groups, in depth-first order
+    for gid in range(ngroups - 1, -1, -1):
+        at = cut[gid]
+        entries = tuple([(names[n][at:], fact[n]) if n >= 0 else (label[-1 - n], -1 - structure[-1 - n])
+                         for n in kids[gid]])
+        structure[gid] = interned.setdefault(entries, len(interned))
+        if group_kids[gid] >= 2:
+            candidates.append(gid)
+    candidates.reverse()
+
+    def flat(c: int) -> Signature:
+        """Group ``c``'s tensors as (name after its path, fact number): what a reason compares."""
+        at = cut[c]
+        return tuple((names[i][at:], fact[i]) for i in nodes[start[c]:end[c]] if i >= 0)
+
+    path: dict[int, str] = {0: ""}
+    shown: dict[int, str] = {0: ""}  # the path, the first members of outer blocks written as their ranges
+    marked: set[int] = set()  # members after the first of some block
+
+    def path_of(k: int) -> str:
+        if k not in path:
+            up = parent[k]
+            path[k] = f"{path_of(up)}.{label[k]}" if up else label[k]
+        return path[k]
+
+    def shown_of(k: int) -> str:
+        # Asked only once every block of k's ancestors is known (candidates go depth first).
+        if k not in shown:
+            up = parent[k]
+            part = first_member.get(k, label[k])
+            shown[k] = f"{shown_of(up)}.{part}" if up else part
+        return shown[k]
+
+    def outer_copies(k: int) -> int:
+        """How many copies of group ``k`` the checkpoint holds: the product of the counts of the
+        blocks whose first members hold it."""
+        n = 1
+        while k:
+            n *= first_count.get(k, 1)
+            k = parent[k]
+        return n
+
+    def is_nested(k: int) -> bool:
+        while k:
+            if k in marked:
+                return True
+            k = parent[k]
+        return False
+
+    first_member: dict[int, str] = {}  # group -> how its block writes it: "[0–31]"
+    first_count: dict[int, int] = {}  # group -> the members of the block it stands for
+    blocks: list[RepeatedBlock] = []
+    for gid in candidates:
+        numbered = [(num, -1 - n) for n in kids[gid] if n < 0 and (num := _number(label[-1 - n])) is not None]
+        if len(numbered) < 2:
+            continue
+        alike_by: dict[int, list[tuple[int, int]]] = {}
+        for num, c in numbered:
+            alike_by.setdefault(structure[c], []).append((num, c))
+        alike = [ms for ms in alike_by.values() if len(ms) >= 2]  # in the order of their first members
+        if not alike:
+            continue
+        main = max(alike, key=len)  # the largest; the first of equals
+        lone = [ms[0] for ms in alike_by.values() if len(ms) == 1]
+        main_sig = flat(main[0][1]) if lone else ()
+        only_numbered = len(numbered) == len(kids[gid])
+        here, owner, inside, outer = path_of(gid), shown_of(gid), is_nested(gid), outer_copies(gid)
+        for members in alike:
+            nums = [num for num, _ in members]
+            ranges = f"[{index_ranges(nums)}]"
+            first = members[0][1]
+            params, nbytes = g.parameters[first], g.nbytes[first]
+            is_main = members is main
+            blocks.append(RepeatedBlock(
+                path=here,
+                label=(f"{owner}.{ranges}" if gid else ranges) + f" × {len(members):,}",
+                indices=nums,
+                count=len(members),
+                tensors=g.tensors[first],
+                parameters=params,
+                nbytes=nbytes,
+                copies=outer * len(members),
+                total_parameters=params * outer * len(members),
+                total_nbytes=nbytes * outer * len(members),
+                differing=[BlockDifference(num, path_of(c), _reason(flat(c), main_sig, facts))
+                           for num, c in lone] if is_main else [],
+                whole_group=len(alike) == 1 and not lone and only_numbered,
+                nested=inside,
+                _group=gid,
+                _members=[c for _, c in members],
+                _differing_groups=[c for _, c in lone] if is_main else [],
+            ))
+            # The first member stands for the others: what is below it is labelled by the
+            # range, and what is below the others is the same, so it is not reported again.
+            first_member[first] = ranges
+            first_count[first] = len(members)
+            marked.update(c for _, c in members[1:])
+    return blocks
+
+
+def reported(blocks: Sequence[RepeatedBlock]) -> list[RepeatedBlock]:
+    """The blocks a summary lists: all but those ``nested`` in a member other than the first."""
+    return [b for b in blocks if not b.nested]
+
+
+__all__ = ["BlockDifference", "RepeatedBlock", "find_blocks", "index_ranges", "reported"]
