@@ -6,17 +6,14 @@ import os
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .errors import IncompleteWrite, SerializeError, TensorNotFound, UnknownDtype, WriteError
 from .format._gcpause import paused_gc
 from .format.dtypes import DType, by_buffer_format, by_name
 from .format.layout import LayoutEntry, WriteLayout, as_shape, plan_layout, unique_by_name
+from .io.sinks import CommitOnExit
 from .io.targets import StorageOptions, open_sink
-
-if TYPE_CHECKING:
-    from typing_extensions import Self
 
 # Small tensors are gathered and written with one writev; a batch never holds more than this.
 _BATCH_BYTES = 16 << 20
@@ -150,7 +147,7 @@ def _buffer_data(name: str, data: Any) -> _Data:
     return _Data(_flat(view), dtype, tuple(view.shape or ()), data)
 
 
-class IncrementalWriter:
+class IncrementalWriter(CommitOnExit):
     """Write a safetensors file tensor by tensor, in any order, from any threads.
 
     Declare every tensor (name -> (dtype, shape)) and the metadata up front; the header is
@@ -337,16 +334,9 @@ class IncrementalWriter:
         self._done = True
         self._sink.abort()
 
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        if exc_type is None:
-            self.close()
-        else:
-            self.abort()
+    def commit(self) -> None:
+        """The same as ``close``: what ``with`` calls when the block ends normally."""
+        self.close()
 
 
 def _covers(ranges: list[tuple[int, int]], nbytes: int) -> bool:

@@ -10,6 +10,7 @@ and hands it to ``numpy.to_write_item``.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -67,6 +68,26 @@ def slice_raw(file: TensorFile, name: str, index: Any) -> RawTensor:
     """Only the bytes ``index`` selects, with upstream's non-torch slicing rules."""
     info = file.info(name)
     return file.raw_slice(name, plan_slice(info.shape, info.dtype, index, name=name))
+
+
+def numpy_readers(
+    check_dtype: Callable[[DType, str], None],
+    from_numpy: Callable[[np.ndarray, DType, str], Any],
+    as_array: Callable[[RawTensor], np.ndarray] = np_adapter.to_numpy,
+) -> tuple[Callable[[RawTensor, Device], Any], Callable[[TensorFile, str, Any, Device], Any]]:
+    """``from_raw`` and ``get_slice`` for a CPU framework that takes its tensors from numpy:
+    the dtype is checked first (naming the tensor), then the bytes are viewed as numpy
+    (``as_array``) and handed to ``from_numpy``."""
+
+    def from_raw(raw: RawTensor, device: Device) -> Any:
+        check_dtype(raw.dtype, raw.name)
+        return from_numpy(as_array(raw), raw.dtype, raw.name)
+
+    def get_slice(file: TensorFile, name: str, index: Any, device: Device) -> Any:
+        check_dtype(file.info(name).dtype, name)
+        return from_raw(slice_raw(file, name, index), device)
+
+    return from_raw, get_slice
 
 
 def shareable(arr: np.ndarray) -> bool:

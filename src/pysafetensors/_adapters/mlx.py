@@ -17,8 +17,7 @@ import numpy as np
 from .._device import Device
 from .._optional import require
 from ..errors import SerializeError, UnsupportedDtype
-from ..format.dtypes import DType, reverse_table
-from ..reader import RawTensor, TensorFile
+from ..format.dtypes import DType, reverse_lookup
 from ..writer import WriteItem
 from . import _bridge
 
@@ -49,23 +48,10 @@ def from_numpy(arr: np.ndarray, dtype: DType, name: str = "") -> Any:
     return mx.array(arr, dtype=mlx_dtype(dtype))
 
 
-def from_raw(raw: RawTensor, device: Device) -> Any:
-    check_dtype(raw.dtype, raw.name)
-    return from_numpy(_bridge.np_adapter.to_numpy(raw), raw.dtype, raw.name)
+from_raw, get_slice = _bridge.numpy_readers(check_dtype, from_numpy)
 
 
-def get_slice(file: TensorFile, name: str, index: Any, device: Device) -> Any:
-    check_dtype(file.info(name).dtype, name)
-    return from_raw(_bridge.slice_raw(file, name, index), device)
-
-
-@cache
-def _reverse() -> dict[Any, DType]:
-    return reverse_table(mlx_dtype)
-
-
-def _format_dtype(mdt: Any) -> DType | None:
-    return _reverse().get(mdt)
+_format_dtype = reverse_lookup(mlx_dtype)
 
 
 def to_numpy(obj: Any, name: str) -> np.ndarray:

@@ -17,7 +17,7 @@ import numpy as np
 from .._device import Device
 from .._optional import require
 from ..errors import InvalidDevice, SerializeError, UnsupportedDtype
-from ..format.dtypes import DType, reverse_table
+from ..format.dtypes import DType, reverse_lookup
 from ..reader import RawTensor, TensorFile
 from ..writer import WriteItem
 from . import _bridge
@@ -122,13 +122,7 @@ def get_slice(file: TensorFile, name: str, index: Any, device: Device) -> Any:
 # --- writing ------------------------------------------------------------------------------
 
 
-@cache
-def _reverse() -> dict[Any, DType]:
-    return reverse_table(paddle_dtype)
-
-
-def _format_dtype(pdt: Any) -> DType | None:
-    return _reverse().get(pdt)
+_format_dtype = reverse_lookup(paddle_dtype)
 
 
 def to_numpy(obj: Any, name: str) -> np.ndarray:

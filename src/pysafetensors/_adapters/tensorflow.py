@@ -18,7 +18,6 @@ from .._device import Device
 from .._optional import require
 from ..errors import SerializeError
 from ..format.dtypes import DType
-from ..reader import RawTensor, TensorFile
 from ..writer import WriteItem
 from . import _bridge
 
@@ -56,14 +55,7 @@ def from_numpy(arr: np.ndarray, dtype: DType, name: str = "") -> Any:
         return tf.convert_to_tensor(arr, dtype=tf_dtype(dtype))
 
 
-def from_raw(raw: RawTensor, device: Device) -> Any:
-    check_dtype(raw.dtype, raw.name)
-    return from_numpy(_bridge.array_of(raw), raw.dtype, raw.name)
-
-
-def get_slice(file: TensorFile, name: str, index: Any, device: Device) -> Any:
-    check_dtype(file.info(name).dtype, name)
-    return from_raw(_bridge.slice_raw(file, name, index), device)
+from_raw, get_slice = _bridge.numpy_readers(check_dtype, from_numpy, _bridge.array_of)
 
 
 class _Exporter:

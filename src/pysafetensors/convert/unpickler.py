@@ -344,19 +344,15 @@ class RestrictedUnpickler(_PyUnpickler):
 
 
 _D = RestrictedUnpickler.dispatch
-_D[pickle.REDUCE[0]] = RestrictedUnpickler.load_reduce
-_D[pickle.NEWOBJ[0]] = RestrictedUnpickler.load_newobj
-_D[pickle.NEWOBJ_EX[0]] = RestrictedUnpickler.load_newobj_ex
-_D[pickle.BUILD[0]] = RestrictedUnpickler.load_build
-_D[pickle.APPEND[0]] = RestrictedUnpickler.load_append
-_D[pickle.APPENDS[0]] = RestrictedUnpickler.load_appends
-_D[pickle.SETITEM[0]] = RestrictedUnpickler.load_setitem
-_D[pickle.SETITEMS[0]] = RestrictedUnpickler.load_setitems
-_D[pickle.ADDITEMS[0]] = RestrictedUnpickler.load_additems
-_D[pickle.BYTEARRAY8[0]] = RestrictedUnpickler.load_bytearray8
-_D[pickle.DICT[0]] = RestrictedUnpickler.load_dict
-_D[pickle.FROZENSET[0]] = RestrictedUnpickler.load_frozenset
-_D[pickle.INST[0]] = RestrictedUnpickler._refuse_inst
+_R = RestrictedUnpickler
+for _code, _handler in (
+    (pickle.REDUCE, _R.load_reduce), (pickle.NEWOBJ, _R.load_newobj), (pickle.NEWOBJ_EX, _R.load_newobj_ex),
+    (pickle.BUILD, _R.load_build), (pickle.APPEND, _R.load_append), (pickle.APPENDS, _R.load_appends),
+    (pickle.SETITEM, _R.load_setitem), (pickle.SETITEMS, _R.load_setitems), (pickle.ADDITEMS, _R.load_additems),
+    (pickle.BYTEARRAY8, _R.load_bytearray8), (pickle.DICT, _R.load_dict), (pickle.FROZENSET, _R.load_frozenset),
+    (pickle.INST, _R._refuse_inst),
+):
+    _D[_code[0]] = _handler
 for _op in (pickle.OBJ, pickle.EXT1, pickle.EXT2, pickle.EXT4):
     _D[_op[0]] = RestrictedUnpickler._refuse_opcode
 # The base class binds these two to its own find_class/persistent_load through self, so they

@@ -164,6 +164,21 @@ def reverse_table(forward: Callable[[DType], Hashable | None]) -> dict[Hashable,
     return table
 
 
+def reverse_lookup(forward: Callable[[DType], Hashable | None]) -> Callable[[Hashable], DType | None]:
+    """A function from a framework dtype to the format dtype (None where there is none),
+    the table built from ``forward`` (as :func:`reverse_table`) on first use, so importing a
+    framework's adapter does not touch every dtype of the framework."""
+    table: dict[Hashable, DType] | None = None
+
+    def lookup(theirs: Hashable) -> DType | None:
+        nonlocal table
+        if table is None:
+            table = reverse_table(forward)
+        return table.get(theirs)
+
+    return lookup
+
+
 # Buffer-protocol (struct module) format characters -> dtype, for buffers that carry their
 # element type (numpy arrays, array.array, memoryview.cast, ctypes arrays).
 _STRUCT_KINDS = {"?": "BOOL", "b": "I", "h": "I", "i": "I", "l": "I", "q": "I", "n": "I",

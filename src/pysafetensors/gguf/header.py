@@ -329,13 +329,18 @@ class _Parser:
             return self.array(key, depth + 1)
         return self.c.unpack("<" + SCALAR_FORMATS[t], f"value of {key!r}")[0]
 
-    def array(self, key: str, depth: int) -> GGUFArray:
+    def _array_start(self, key: str, depth: int) -> tuple[ValueType, int]:
+        """An array's item type and length, checked against the depth and count limits."""
         if depth > MAX_ARRAY_DEPTH:
             raise GGUFError(f"{key!r}: arrays nested more than {MAX_ARRAY_DEPTH} deep", code="nesting", key=key)
         item_type = self.value_type(f"item type of array {key!r}")
         start = self.c.pos
         n = self.count(f"length of array {key!r}")
         self._check_count(key, item_type, n, start)
+        return item_type, n
+
+    def array(self, key: str, depth: int) -> GGUFArray:
+        item_type, n = self._array_start(key, depth)
         if item_type in SCALAR_FORMATS:
             size = SCALAR_SIZES[item_type]
             raw = self.c.take(n * size, f"array {key!r}")
@@ -394,12 +399,7 @@ class _Parser:
         if self.nested >= MAX_NESTED_ARRAYS:
             self._too_many_arrays(key, self.nested + 1)
         self.nested += 1
-        if depth > MAX_ARRAY_DEPTH:
-            raise GGUFError(f"{key!r}: arrays nested more than {MAX_ARRAY_DEPTH} deep", code="nesting", key=key)
-        item_type = self.value_type(f"item type of array {key!r}")
-        start = self.c.pos
-        n = self.count(f"length of array {key!r}")
-        self._check_count(key, item_type, n, start)
+        item_type, n = self._array_start(key, depth)
         if item_type in SCALAR_FORMATS:
             self.c.skip(n * SCALAR_SIZES[item_type], f"array {key!r}")
         elif item_type is ValueType.STRING:

@@ -16,6 +16,7 @@ from math import prod
 from typing import TYPE_CHECKING, Any
 
 from .hf_map import DIRECT, ELEMENTWISE, ROW_ORDERS, SSM_ORDERS, MappedTensor, op_parts
+from .types import byte_range
 
 if TYPE_CHECKING:
     from .reader import GGUFFile
@@ -140,12 +141,8 @@ class MappedBytes:
     def __getitem__(self, key: slice) -> Any:
         import numpy as np
 
-        if not isinstance(key, slice):
-            raise TypeError("MappedBytes supports byte-range slices only")
-        start, stop, step = key.indices(self.length)
-        if step != 1:
-            raise ValueError("MappedBytes slices must be contiguous")
-        if stop <= start:
+        start, stop = byte_range(key, self.length, "MappedBytes")
+        if stop == start:
             return np.empty(0, dtype=np.uint8)
         e0, e1 = start // self.itemsize, -(-stop // self.itemsize)
         out = np.ascontiguousarray(self.values(e0, e1)).view(np.uint8)

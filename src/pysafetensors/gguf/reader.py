@@ -23,7 +23,7 @@ from ..format.dtypes import BY_CODE, DType
 from ..io.protocols import ByteSource, ViewSource, capabilities
 from .check import require_valid
 from .header import GGUFHeader, GGUFTensorInfo, parse_gguf_header
-from .types import PLAIN_TYPES
+from .types import PLAIN_TYPES, byte_range
 
 if TYPE_CHECKING:
     from typing_extensions import Self
@@ -232,12 +232,8 @@ class DecodedBytes:
     def __getitem__(self, key: slice) -> Any:
         import numpy as np
 
-        if not isinstance(key, slice):
-            raise TypeError("DecodedBytes supports byte-range slices only")
-        start, stop, step = key.indices(self.length)
-        if step != 1:
-            raise ValueError("DecodedBytes slices must be contiguous")
-        if stop <= start:
+        start, stop = byte_range(key, self.length, "DecodedBytes")
+        if stop == start:
             return np.empty(0, dtype=np.uint8)
         if self.plain:  # stored as they are read: no decoding
             if self.stored is not None:

@@ -149,3 +149,14 @@ __all__ = [
     "ValueType",
     "ggml_type_name",
 ]
+
+
+def byte_range(key: object, length: int, what: str) -> tuple[int, int]:
+    """``[start, stop)`` of a contiguous byte-range slice of ``length`` bytes (``stop >= start``):
+    the byte views of decoded tensors support only that form of indexing."""
+    if not isinstance(key, slice):
+        raise TypeError(f"{what} supports byte-range slices only")
+    start, stop, step = key.indices(length)
+    if step != 1:
+        raise ValueError(f"{what} slices must be contiguous")
+    return start, max(start, stop)

@@ -20,7 +20,43 @@ from typing import Any, overload
 from .types import VALUE_TYPE_NAMES, ValueType
 
 
-class GGUFNumbers(Sequence[Any]):
+class _ReadOnlyList(Sequence[Any]):
+    """What the compact array types share: list-like indexing (``_item`` gets a checked,
+    non-negative index), ``==`` with any sequence item by item, and no hash (like the list
+    each stands for)."""
+
+    __slots__ = ()
+
+    def _item(self, i: int) -> Any:
+        raise NotImplementedError
+
+    def _slice(self, index: slice) -> list[Any]:
+        return [self._item(i) for i in range(*index.indices(len(self)))]
+
+    @overload
+    def __getitem__(self, index: int) -> Any: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[Any]: ...
+
+    def __getitem__(self, index: int | slice) -> Any:
+        if isinstance(index, slice):
+            return self._slice(index)
+        n = len(self)
+        i = index + n if index < 0 else index
+        if not 0 <= i < n:
+            raise IndexError("GGUF array index out of range")
+        return self._item(i)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Sequence) or isinstance(other, (str, bytes, bytearray)):
+            return NotImplemented
+        return len(self) == len(other) and all(a == b for a, b in zip(self, other))
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+class GGUFNumbers(_ReadOnlyList):
     """The items of a numeric or boolean metadata array, kept as the file's little-endian bytes.
 
     A Python int or float per item would take some 18 times the bytes the file spends on it (a
@@ -48,21 +84,10 @@ class GGUFNumbers(Sequence[Any]):
     def __len__(self) -> int:
         return len(self._raw) // self._size
 
-    @overload
-    def __getitem__(self, index: int) -> Any: ...
+    def _slice(self, index: slice) -> list[Any]:
+        return self._view[index].tolist() if self._view is not None else super()._slice(index)
 
-    @overload
-    def __getitem__(self, index: slice) -> list[Any]: ...
-
-    def __getitem__(self, index: int | slice) -> Any:
-        if isinstance(index, slice):
-            if self._view is not None:
-                return self._view[index].tolist()
-            return [self[i] for i in range(*index.indices(len(self)))]
-        n = len(self)
-        i = index + n if index < 0 else index
-        if not 0 <= i < n:
-            raise IndexError("GGUF array index out of range")
+    def _item(self, i: int) -> Any:
         if self._view is not None:
             return self._view[i]
         return struct.unpack_from("<" + self.format, self._raw, i * self._size)[0]
@@ -74,13 +99,6 @@ class GGUFNumbers(Sequence[Any]):
 
     def tolist(self) -> list[Any]:
         return self._view.tolist() if self._view is not None else list(self)
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, Sequence) or isinstance(other, (str, bytes, bytearray)):
-            return NotImplemented
-        return len(self) == len(other) and all(a == b for a, b in zip(self, other))
-
-    __hash__ = None  # type: ignore[assignment]  # mutable-list semantics: like the list it stands for
 
     def __repr__(self) -> str:
         shown = ", ".join(map(repr, self[:8]))
@@ -102,7 +120,7 @@ class GGUFArray:
         return len(self.items)
 
 
-class GGUFArrays(Sequence[GGUFArray]):
+class GGUFArrays(_ReadOnlyList):
     """The items of an array of arrays, kept as the file's bytes and one offset per item.
 
     A list of :class:`GGUFArray` objects takes some 40 times the 12 bytes an empty array takes
@@ -127,38 +145,19 @@ class GGUFArrays(Sequence[GGUFArray]):
     def __len__(self) -> int:
         return len(self._starts)
 
-    @overload
-    def __getitem__(self, index: int) -> GGUFArray: ...
-
-    @overload
-    def __getitem__(self, index: slice) -> list[GGUFArray]: ...
-
-    def __getitem__(self, index: int | slice) -> GGUFArray | list[GGUFArray]:
-        if isinstance(index, slice):
-            return [self[i] for i in range(*index.indices(len(self)))]
-        n = len(self)
-        i = index + n if index < 0 else index
-        if not 0 <= i < n:
-            raise IndexError("GGUF array index out of range")
+    def _item(self, i: int) -> GGUFArray:
         start = self._starts[i]
-        end = self._starts[i + 1] if i + 1 < n else len(self._raw)
+        end = self._starts[i + 1] if i + 1 < len(self) else len(self._raw)
         return next(self._parse_items(self._raw[start:end], 1))
 
     def __iter__(self) -> Iterator[GGUFArray]:
         return self._parse_items(self._raw, len(self))
 
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, Sequence) or isinstance(other, (str, bytes, bytearray)):
-            return NotImplemented
-        return len(self) == len(other) and all(a == b for a, b in zip(self, other))
-
-    __hash__ = None  # type: ignore[assignment]  # mutable-list semantics: like the list it stands for
-
     def __repr__(self) -> str:
         return f"GGUFArrays(len={len(self)}, nbytes={self.nbytes})"
 
 
-class GGUFArrayValues(Sequence[Any]):
+class GGUFArrayValues(_ReadOnlyList):
     """An array of arrays as the tools show it: each item's :func:`array_values`, made when read."""
 
     __slots__ = ("_arrays",)
@@ -169,26 +168,11 @@ class GGUFArrayValues(Sequence[Any]):
     def __len__(self) -> int:
         return len(self._arrays)
 
-    @overload
-    def __getitem__(self, index: int) -> Any: ...
-
-    @overload
-    def __getitem__(self, index: slice) -> list[Any]: ...
-
-    def __getitem__(self, index: int | slice) -> Any:
-        if isinstance(index, slice):
-            return [array_values(a) for a in self._arrays[index]]
-        return array_values(self._arrays[index])
+    def _item(self, i: int) -> Any:
+        return array_values(self._arrays[i])
 
     def __iter__(self) -> Iterator[Any]:
         return (array_values(a) for a in self._arrays)
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, Sequence) or isinstance(other, (str, bytes, bytearray)):
-            return NotImplemented
-        return len(self) == len(other) and all(a == b for a, b in zip(self, other))
-
-    __hash__ = None  # type: ignore[assignment]
 
     def __repr__(self) -> str:
         return f"GGUFArrayValues(len={len(self)})"
