@@ -28,6 +28,7 @@ from typing import Any
 SERDE_DEPTH_LIMIT = 128
 U64_LIMIT = 1 << 64  # u64 (Rust's usize) holds what is below this: sizes, offsets, dims
 METADATA_KEY = "__metadata__"
+WS_BYTES = re.compile(rb"[ \t\n\r]*")  # JSON's whitespace, as serde skips it before a value
 
 _WS = re.compile(r"[ \t\n\r]*")
 # A JSON string (valid or not: text that is not valid JSON is rejected by the parse anyway).
