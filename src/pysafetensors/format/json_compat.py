@@ -76,6 +76,24 @@ class Unparsed:
         self.first = first
 
 
+class KeyedObject(dict):  # type: ignore[type-arg]
+    """A decoded JSON object that remembers its first duplicate key: with
+    ``json.loads(..., object_pairs_hook=KeyedObject.of)`` every object keeps the last value
+    of a key (as json does) and ``duplicate`` is ``(key, first value, second value)``, for
+    readers that refuse a key given twice (an index, a metadata file)."""
+
+    duplicate: tuple[str, Any, Any] | None = None
+
+    @classmethod
+    def of(cls, pairs: list[tuple[str, Any]]) -> KeyedObject:
+        obj = cls()
+        for key, value in pairs:
+            if key in obj and obj.duplicate is None:
+                obj.duplicate = (key, obj[key], value)
+            obj[key] = value
+        return obj
+
+
 def first_char(text: str) -> tuple[str, int]:
     """The first character after JSON whitespace ('' at the end) and its index."""
     i = _WS.match(text).end()  # type: ignore[union-attr]
