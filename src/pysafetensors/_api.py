@@ -31,9 +31,7 @@ class TensorSpec:
     def __init__(self, *, dtype: str, shape: Sequence[int], data_ptr: int, data_len: int) -> None:
         d = by_spec_name(dtype)
         given = as_shape(shape)
-        # float4_e2m1fn_x2 shapes count pairs; upstream takes a 0-d one as one pair, [2].
-        file_shape = d.file_shape(given)
-        dims = list(file_shape if file_shape is not None else (2,))
+        dims = list(d.file_shape(given))  # float4_e2m1fn_x2 shapes count pairs
         if data_len < 0 or data_ptr < 0:
             raise SerializeError(f"data_ptr and data_len must be non-negative, got {data_ptr}, {data_len}")
         self._dtype = d

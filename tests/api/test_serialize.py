@@ -16,6 +16,21 @@ from pysafetensors import SafetensorError, TensorSpec, errors
 st = pytest.importorskip("safetensors")
 
 
+def test_a_0d_float4_pair_is_refused_when_serialized_as_upstream() -> None:
+    # Two F4 values have no file shape that reads back as 0-d: the spec keeps shape [], the
+    # layout refuses half a byte, with upstream's words.
+    buf = np.array([0x12], dtype=np.uint8)
+    kw = {"dtype": "float4_e2m1fn_x2", "shape": [], "data_ptr": buf.ctypes.data, "data_len": 1}
+    spec, upspec = TensorSpec(**kw), st.TensorSpec(**kw)  # type: ignore[arg-type]
+    assert spec.shape == upspec.shape == []
+    with pytest.raises(errors.MisalignedSubByte) as ours:
+        pysafetensors.serialize({"a": spec})
+    with pytest.raises(st.SafetensorError) as up:
+        st.serialize({"a": upspec})
+    reason = str(up.value).removeprefix("Error while serializing: ")
+    assert str(ours.value).startswith(reason) and "'a'" in str(ours.value)
+
+
 def test_tensorspec_validation() -> None:
     with pytest.raises(TypeError):
         TensorSpec("float32", [1], 0, 0)  # type: ignore[misc]

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from pysafetensors.errors import InvalidIndex, InvalidShape, SerializeError
+from pysafetensors.errors import InvalidIndex, InvalidShape, MisalignedSubByte, SerializeError
 from pysafetensors.format.dtypes import BY_CODE, all_dtypes, by_buffer_format, by_name, reverse_table
 from pysafetensors.format.header import HEADER_CAP
 from pysafetensors.format.index import (
@@ -28,7 +28,9 @@ F32, F64, F4 = BY_CODE["F32"], BY_CODE["F64"], BY_CODE["F4"]
 def test_paired_shape_rule() -> None:
     assert F4.paired and not F32.paired
     assert F4.file_shape((3, 4)) == (3, 8) and F4.paired_shape((3, 8)) == (3, 4)
-    assert F4.file_shape(()) is None  # a 0-d pair has no file shape
+    assert F4.file_shape(()) == ()  # a 0-d pair: one F4 value, half a byte, which the layout refuses
+    with pytest.raises(MisalignedSubByte, match="byte boundary"):
+        plan_layout([("s", F4, F4.file_shape(()))], None)
     assert F4.paired_shape((3, 7)) is None and F4.paired_shape(()) is None
     assert F32.file_shape((3, 4)) == F32.paired_shape((3, 4)) == (3, 4)
 

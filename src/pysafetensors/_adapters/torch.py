@@ -8,7 +8,7 @@ from typing import Any
 
 from .._device import Device
 from .._optional import require
-from ..errors import InvalidDevice, MisalignedSubByte, SerializeError, UnsupportedDtype, UnsupportedShape
+from ..errors import InvalidDevice, SerializeError, UnsupportedDtype, UnsupportedShape
 from ..format.dtypes import DType, reverse_table
 from ..format.slicing import plan_slice
 from ..reader import RawTensor, TensorFile, check_representable
@@ -316,13 +316,4 @@ def to_write_item(name: str, tensor: Any) -> WriteItem:
     if not isinstance(tensor, torch.Tensor):
         raise SerializeError(f"tensor {name!r}: expected torch.Tensor, got {type(tensor).__name__}", tensor=name)
     dtype = dtype_of(tensor, name)
-    shape = dtype.file_shape(tuple(tensor.shape))
-    if shape is None:
-        # A 0-d float4_e2m1fn_x2 holds two values that no file shape could give back as 0-d;
-        # upstream refuses it too.
-        raise MisalignedSubByte(
-            "The slice is slicing for subbytes dtypes, and the slice does not end up at a byte "
-            f"boundary, this is invalid. (tensor {name!r}: a 0-d float4_e2m1fn_x2 tensor has no F4 shape)",
-            tensor=name,
-        )
-    return WriteItem(name, dtype, shape, lambda: tensor_bytes(tensor))
+    return WriteItem(name, dtype, dtype.file_shape(tuple(tensor.shape)), lambda: tensor_bytes(tensor))

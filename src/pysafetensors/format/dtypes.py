@@ -51,16 +51,15 @@ class DType:
         float8/float6/float4 kinds) are ml_dtypes types that cross DLPack only as raw bits."""
         return self.numpy.startswith("numpy:")
 
-    def file_shape(self, paired_shape: tuple[int, ...]) -> tuple[int, ...] | None:
+    def file_shape(self, paired_shape: tuple[int, ...]) -> tuple[int, ...]:
         """The file shape of a tensor whose torch/TensorSpec shape is ``paired_shape``.
 
-        For a paired dtype the last dimension doubles; a 0-d paired tensor holds two values no
-        file shape can give back as 0-d: None.  Other dtypes: the shape itself.
+        For a paired dtype the last dimension doubles.  A 0-d paired tensor stays 0-d: one F4
+        value, half a byte, which the layout refuses as upstream does (its two values have no
+        file shape that reads back as 0-d).  Other dtypes: the shape itself.
         """
-        if not self.paired:
+        if not self.paired or not paired_shape:
             return paired_shape
-        if not paired_shape:
-            return None
         return paired_shape[:-1] + (paired_shape[-1] * 2,)
 
     def paired_shape(self, file_shape: tuple[int, ...]) -> tuple[int, ...] | None:
