@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import os
 import types
-from collections.abc import Callable, Collection, Hashable, Mapping
+from collections.abc import Callable, Hashable, Mapping
 from types import ModuleType
-from typing import Any, NamedTuple, Protocol, cast
+from typing import Any, Literal, NamedTuple, Protocol, cast, overload
 
 from ._device import parse_device
 from .format._gcpause import paused_gc
@@ -87,11 +87,36 @@ class LoadFileOnDevice(Protocol):
 
 
 class Face(NamedTuple):
+    """A face loading on the CPU only (numpy, flax, tensorflow, mlx)."""
+
     save: Save
     save_file: SaveFile
     save_sharded: SaveSharded
-    load: Load | LoadOnDevice
-    load_file: LoadFile | LoadFileOnDevice
+    load: Load
+    load_file: LoadFile
+
+
+class FileOnDeviceFace(NamedTuple):
+    """A face whose ``load_file`` takes a device (torch)."""
+
+    save: Save
+    save_file: SaveFile
+    save_sharded: SaveSharded
+    load: Load
+    load_file: LoadFileOnDevice
+
+
+class OnDeviceFace(NamedTuple):
+    """A face whose ``load`` and ``load_file`` take a device (paddle)."""
+
+    save: Save
+    save_file: SaveFile
+    save_sharded: SaveSharded
+    load: LoadOnDevice
+    load_file: LoadFileOnDevice
+
+
+Devices = Literal["none", "load_file", "all"]
 
 
 def _first_parameter_named(function: Callable[..., Any], name: str) -> Callable[..., Any]:
@@ -114,26 +139,72 @@ def _first_parameter_named(function: Callable[..., Any], name: str) -> Callable[
     return renamed
 
 
+@overload
 def declare(
     module: str,
     adapter: ModuleType,
     *,
     framework: str,
-    kind: str,
     what: str,
-    devices: Collection[str] = (),
+    devices: Literal["none"] = ...,
+    argument: str = ...,
+    check: Callable[[Mapping[str, Any]], None] | None = ...,
+    storage_id: Callable[[Any], Hashable | None] | None = ...,
+    shard_format: str | None = ...,
+    docs: Mapping[str, str] | None = ...,
+) -> Face: ...
+
+
+@overload
+def declare(
+    module: str,
+    adapter: ModuleType,
+    *,
+    framework: str,
+    what: str,
+    devices: Literal["load_file"],
+    argument: str = ...,
+    check: Callable[[Mapping[str, Any]], None] | None = ...,
+    storage_id: Callable[[Any], Hashable | None] | None = ...,
+    shard_format: str | None = ...,
+    docs: Mapping[str, str] | None = ...,
+) -> FileOnDeviceFace: ...
+
+
+@overload
+def declare(
+    module: str,
+    adapter: ModuleType,
+    *,
+    framework: str,
+    what: str,
+    devices: Literal["all"],
+    argument: str = ...,
+    check: Callable[[Mapping[str, Any]], None] | None = ...,
+    storage_id: Callable[[Any], Hashable | None] | None = ...,
+    shard_format: str | None = ...,
+    docs: Mapping[str, str] | None = ...,
+) -> OnDeviceFace: ...
+
+
+def declare(
+    module: str,
+    adapter: ModuleType,
+    *,
+    framework: str,
+    what: str,
+    devices: Devices = "none",
     argument: str = "tensors",
     check: Callable[[Mapping[str, Any]], None] | None = None,
     storage_id: Callable[[Any], Hashable | None] | None = None,
     shard_format: str | None = None,
     docs: Mapping[str, str] | None = None,
-) -> Face:
+) -> Face | FileOnDeviceFace | OnDeviceFace:
     """The public functions of the face module ``module`` over ``adapter``.
 
-    ``framework`` is the ``safe_open`` name loads go through; ``kind`` names one tensor in
-    docstrings' default wording, ``what`` several (``"jax arrays"``).  ``devices`` names the
-    functions (``"load"``, ``"load_file"``) that take upstream's ``device`` parameter; the
-    others load on the CPU only.  ``argument`` is the name of the tensors' parameter.
+    ``framework`` is the ``safe_open`` name loads go through; ``what`` names the tensors in
+    docstrings (``"jax arrays"``).  ``devices`` says which loads take upstream's ``device``
+    parameter: ``"load_file"`` (torch), ``"all"`` (paddle) or ``"none"`` (the CPU only).  ``argument`` is the name of the tensors' parameter.
     ``check(tensors)`` runs before anything is written (torch's shared-memory rules);
     ``storage_id(tensor)`` keeps tensors over one buffer in one shard (None: no buffer to
     share); ``shard_format`` is the ``format`` every shard's header records; ``docs``
@@ -213,8 +284,10 @@ def declare(
     ) -> dict[str, Any]:
         return load_file_on(filename, backend=backend, threads=threads, storage_options=storage_options)
 
+    on_device = {"load": devices == "all", "load_file": devices != "none"}
+
     def where(function: str) -> str:
-        return "on ``device``" if function in devices else "on the CPU"
+        return "on ``device``" if on_device[function] else "on the CPU"
 
     default_docs = {
         "save": f"""Serialize {what} to safetensors bytes (``alignment``: a multiple of 8 the
@@ -241,12 +314,17 @@ def declare(
         "save": _first_parameter_named(save, argument),
         "save_file": _first_parameter_named(save_file, argument),
         "save_sharded": _first_parameter_named(save_sharded, argument),
-        "load": load_on if "load" in devices else load,
-        "load_file": load_file_on if "load_file" in devices else load_file,
+        "load": load_on if on_device["load"] else load,
+        "load_file": load_file_on if on_device["load_file"] else load_file,
     }
     for name, function in functions.items():
         function.__module__ = module
         function.__name__ = function.__qualname__ = name
         function.__doc__ = (docs or {}).get(name, default_docs[name])
         functions[name] = paused_gc()(function)
-    return Face(*(cast(Any, functions[name]) for name in Face._fields))
+    made = [cast(Any, functions[name]) for name in Face._fields]  # the three share the field order
+    if devices == "all":
+        return OnDeviceFace(*made)
+    if devices == "load_file":
+        return FileOnDeviceFace(*made)
+    return Face(*made)

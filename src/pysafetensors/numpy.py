@@ -45,7 +45,6 @@ save, save_file, save_sharded, load, load_file = declare(
     __name__,
     _adapter,
     framework="np",
-    kind="np.ndarray",
     what="arrays",
     argument="tensor_dict",
     storage_id=_storage_id,

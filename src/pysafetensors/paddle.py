@@ -18,5 +18,5 @@ from .handle import safe_open  # noqa: F401 - upstream's module has it
 __all__ = ["load", "load_file", "save", "save_file", "save_sharded"]
 
 save, save_file, save_sharded, load, load_file = declare(
-    __name__, _adapter, framework="paddle", kind="paddle.Tensor", what="paddle tensors", devices=("load", "load_file")
+    __name__, _adapter, framework="paddle", what="paddle tensors", devices="all"
 )

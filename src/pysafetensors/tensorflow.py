@@ -15,5 +15,5 @@ from .handle import safe_open  # noqa: F401 - upstream's module has it
 __all__ = ["load", "load_file", "save", "save_file", "save_sharded"]
 
 save, save_file, save_sharded, load, load_file = declare(
-    __name__, _adapter, framework="tf", kind="tf.Tensor", what="tf.Tensors"
+    __name__, _adapter, framework="tf", what="tf.Tensors"
 )

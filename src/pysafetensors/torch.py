@@ -45,10 +45,10 @@ def _itemsize(tensor: Any) -> int:
 def storage_ptr(tensor: Any) -> int:
     """Address of the tensor's storage (0 for meta tensors)."""
     try:
-        return tensor.untyped_storage().data_ptr()
+        return int(tensor.untyped_storage().data_ptr())
     except Exception:  # noqa: BLE001 - upstream's fallback for old torch and odd tensor types
         try:
-            return tensor.storage().data_ptr()
+            return int(tensor.storage().data_ptr())
         except NotImplementedError:
             return 0
 
@@ -56,12 +56,12 @@ def storage_ptr(tensor: Any) -> int:
 def storage_size(tensor: Any) -> int:
     """Bytes in the tensor's storage."""
     try:
-        return tensor.untyped_storage().nbytes()
+        return int(tensor.untyped_storage().nbytes())
     except AttributeError:
         try:
-            return tensor.storage().size() * _itemsize(tensor)
+            return int(tensor.storage().size()) * _itemsize(tensor)
         except NotImplementedError:
-            return tensor.nelement() * _itemsize(tensor)
+            return int(tensor.nelement()) * _itemsize(tensor)
 
 
 def _getdtype(dtype_str: str) -> Any:
@@ -75,8 +75,8 @@ def _getdtype(dtype_str: str) -> Any:
 
 def _end_ptr(tensor: Any) -> int:
     if tensor.nelement():
-        return tensor.view(-1)[-1].data_ptr() + _itemsize(tensor)
-    return tensor.data_ptr()
+        return int(tensor.view(-1)[-1].data_ptr()) + _itemsize(tensor)
+    return int(tensor.data_ptr())
 
 
 def _filter_shared_not_shared(tensors: list[set[str]], state_dict: Mapping[str, Any]) -> list[set[str]]:
@@ -122,7 +122,7 @@ def _storage_key(tensor: Any) -> tuple[int, int]:
 
 
 def _is_complete(tensor: Any) -> bool:
-    return tensor.data_ptr() == storage_ptr(tensor) and tensor.nelement() * _itemsize(tensor) == storage_size(tensor)
+    return bool(tensor.data_ptr() == storage_ptr(tensor)) and tensor.nelement() * _itemsize(tensor) == storage_size(tensor)
 
 
 def _remove_duplicate_names(
@@ -205,9 +205,8 @@ save, save_file, save_sharded, load, load_file = declare(
     __name__,
     _adapter,
     framework="pt",
-    kind="torch.Tensor",
     what="tensors",
-    devices=("load_file",),
+    devices="load_file",
     check=_evaluate_tensors_for_save,
     storage_id=_storage_id,
     shard_format="pt",

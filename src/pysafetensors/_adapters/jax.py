@@ -21,6 +21,7 @@ from ..errors import SerializeError
 from ..format.dtypes import DType
 from ..writer import WriteItem
 from . import _bridge
+from .numpy import numpy_dtype
 
 NAME = "flax"  # upstream's messages say "flax" for both names
 jax = require("jax", "jax")
@@ -31,7 +32,7 @@ jnp = require("jax.numpy", "jax")
 def _has(dtype: DType) -> bool:
     # jax.numpy names float6 types that XLA cannot hold, so ask XLA itself, once per dtype.
     try:
-        jax.device_put(np.zeros(1, _bridge.np_adapter.numpy_dtype(dtype)), _cpu()).block_until_ready()
+        jax.device_put(np.zeros(1, numpy_dtype(dtype)), _cpu()).block_until_ready()
     except Exception:  # noqa: BLE001 - XLA's error types differ between jax releases
         return False
     return True

@@ -20,6 +20,7 @@ from ..errors import SerializeError, UnsupportedDtype
 from ..format.dtypes import DType, reverse_lookup
 from ..writer import WriteItem
 from . import _bridge
+from .numpy import numpy_dtype
 
 NAME = "mlx"
 mx = require("mlx.core", "mlx")
@@ -67,7 +68,7 @@ def to_numpy(obj: Any, name: str) -> np.ndarray:
         )
     if dtype.code == "BF16":
         # The buffer protocol has no bfloat16 format: view the bits, then name the type.
-        return np.asarray(obj.view(mx.uint16)).view(_bridge.np_adapter.numpy_dtype(dtype))
+        return np.asarray(obj.view(mx.uint16)).view(numpy_dtype(dtype))
     return np.asarray(obj)
 
 

@@ -29,10 +29,10 @@ NAME = "numpy"
 
 
 @cache
-def numpy_dtype(dtype: DType) -> np.dtype:
+def numpy_dtype(dtype: DType) -> np.dtype[Any]:
     """The numpy dtype (little-endian) a format dtype is read as."""
     module, _, attr = dtype.numpy.partition(":")
-    np_type = getattr(importlib.import_module(module), attr)
+    np_type: type[Any] = getattr(importlib.import_module(module), attr)
     return np.dtype(np_type).newbyteorder("<") if dtype.itemsize > 1 else np.dtype(np_type)
 
 
@@ -201,9 +201,10 @@ def to_write_item(name: str, obj: Any) -> WriteItem:
             )
     if type(obj) is not np.ndarray:
         if isinstance(obj, np.ma.MaskedArray) and np.ma.is_masked(obj):
+            masked = int(np.ma.count_masked(obj))  # type: ignore[no-untyped-call]  # unannotated in numpy
             warnings.warn(
                 f"tensor {name!r}: a masked array is saved as its data; the mask "
-                f"({int(np.ma.count_masked(obj))} masked element(s)) is not saved",
+                f"({masked} masked element(s)) is not saved",
                 UserWarning,
                 stacklevel=4,
             )

@@ -21,6 +21,7 @@ from ..format.dtypes import DType, reverse_lookup
 from ..reader import RawTensor, TensorFile
 from ..writer import WriteItem
 from . import _bridge
+from .numpy import numpy_dtype
 
 NAME = "paddle"
 paddle = require("paddle", "paddle")
@@ -142,7 +143,7 @@ def to_numpy(obj: Any, name: str) -> np.ndarray:
         raise UnsupportedDtype(
             f"tensor {name!r}: paddle dtype {t.dtype} has no safetensors equivalent", tensor=name, dtype=str(t.dtype)
         )
-    np_dtype = _bridge.np_adapter.numpy_dtype(dtype).newbyteorder("=")
+    np_dtype = numpy_dtype(dtype).newbyteorder("=")
     if t.size == 0:
         return np.empty(t.shape, dtype=np_dtype)
     if not dtype.dlpack_native:  # bfloat16, float8: ml_dtypes types DLPack cannot name

@@ -20,6 +20,7 @@ from ..errors import SerializeError
 from ..format.dtypes import DType
 from ..writer import WriteItem
 from . import _bridge
+from .numpy import numpy_dtype
 
 NAME = "tensorflow"
 tf = require("tensorflow", "tensorflow")
@@ -28,7 +29,7 @@ tf = require("tensorflow", "tensorflow")
 def tf_dtype(dtype: DType) -> Any:
     """The tf.DType of a format dtype, or None when tensorflow has none."""
     try:
-        return tf.dtypes.as_dtype(_bridge.np_adapter.numpy_dtype(dtype).newbyteorder("="))
+        return tf.dtypes.as_dtype(numpy_dtype(dtype).newbyteorder("="))
     except TypeError:
         return None
 
@@ -90,7 +91,7 @@ def to_numpy(obj: Any, name: str) -> np.ndarray:
                 return np.from_dlpack(_Exporter(t))
         except (BufferError, TypeError, ValueError, tf.errors.InvalidArgumentError):
             pass  # types DLPack cannot carry (float8...): tensorflow's own copy below
-    return t.numpy()
+    return np.asarray(t.numpy())
 
 
 def to_write_item(name: str, obj: Any) -> WriteItem:
