@@ -119,7 +119,7 @@ class SourceBytes:
     def file(self) -> BinaryIO:
         """A buffered, seekable file object reading through the source (for zipfile, the
         unpickler and numpy's header readers), so they map nothing either."""
-        return io.BufferedReader(_SourceReader(self.source), buffer_size=1 << 16)  # type: ignore[return-value]
+        return io.BufferedReader(_SourceReader(self.source), buffer_size=1 << 16)
 
     def close(self) -> None:
         self.source.close()  # a map still viewed by arrays is unmapped when they are collected
@@ -170,7 +170,7 @@ def zip_data_start(data: SourceBytes, info: zipfile.ZipInfo, label: str) -> int:
     sig, name_len, extra_len = _LOCAL_HEADER.unpack(header.tobytes())
     if sig != b"PK\x03\x04":
         raise CorruptCheckpoint(f"{label}: bad local header for {what} at byte {info.header_offset}")
-    return int(info.header_offset) + _LOCAL_HEADER.size + name_len + extra_len
+    return int(info.header_offset + _LOCAL_HEADER.size + name_len + extra_len)
 
 
 def check_member(data: SourceBytes, info: zipfile.ZipInfo, label: str, budget: Budget) -> None:

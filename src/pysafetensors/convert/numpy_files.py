@@ -118,7 +118,8 @@ def load_npy(data: SourceBytes, fileobj: BinaryIO, label: str, budget: Budget) -
 
     def load() -> np.ndarray:
         raw = data.read(offset, _data_bytes(dtype, shape), "the array data")
-        return np.ndarray(shape, dtype=dtype, buffer=raw, order="F" if fortran else "C")
+        array: np.ndarray = np.ndarray(shape, dtype=dtype, buffer=raw, order="F" if fortran else "C")
+        return array
 
     leaf = _array_ref(dtype, shape, fortran, label, _checked_load(load, label))
     return Checkpoint("npy", leaf, None, _array_bytes, budget)

@@ -108,12 +108,14 @@ class NumpyDType(Buildable):
             raise CorruptCheckpoint(f"{self!r}: unexpected state {short_repr(state)}")
         self.byteorder = state[1]
 
-    def numpy(self) -> np.dtype:
+    def numpy(self) -> np.dtype[Any]:
         """The real numpy dtype (numeric codes only)."""
-        dt = np.dtype(self.code)
+        dt: np.dtype[Any] = np.dtype(self.code)
         if self.byteorder == "<":
-            return dt.newbyteorder("<")
-        return dt.newbyteorder(">") if self.byteorder == ">" else dt
+            dt = dt.newbyteorder("<")
+        elif self.byteorder == ">":
+            dt = dt.newbyteorder(">")
+        return dt
 
 
 def _dtype(code: Any, align: Any = False, copy: Any = True) -> NumpyDType:

@@ -97,10 +97,12 @@ def _opcode_names() -> dict[int, str]:
 
 
 _OPNAMES = _opcode_names()
-_PyUnpickler: Any = pickle._Unpickler  # type: ignore[attr-defined]
+# The pure-Python unpickler, as Any: typeshed declares the class but not the internals used
+# here (``dispatch``, ``pop_mark``, ``fix_imports``).
+_PyUnpickler: Any = pickle._Unpickler
 
 
-class RestrictedUnpickler(_PyUnpickler):
+class RestrictedUnpickler(_PyUnpickler):  # type: ignore[misc]  # a subclass of Any (see above)
     """Unpickle with ``allowlist`` as the only namespace.
 
     ``allowlist`` maps ``(module, name)`` to the object the global stands for (an

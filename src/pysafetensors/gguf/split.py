@@ -193,7 +193,7 @@ def open_gguf(source: ByteSource, *, validate: bool = True, unknown_types: bool 
             raise GGUFError(f"split set {names[0]}: split.tensors.count says {declared} tensors, its {count} files "
                             f"hold {len(header.tensors)}", code="split_tensors")
         owner = {t.name: i for i, p in enumerate(opened) for t in p.header.tensors}
-        return GGUFFile(joined, validate=validate, unknown_types=unknown_types, header=header,  # type: ignore[arg-type]
+        return GGUFFile(joined, validate=validate, unknown_types=unknown_types, header=header,
                         parts=[p.name for p in opened], owner=owner)
     except BaseException:
         for p in opened or [file]:

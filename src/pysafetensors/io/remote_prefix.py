@@ -53,6 +53,9 @@ class RemotePrefix:
         except Exception as e:  # noqa: BLE001
             raise _write_error("creating", self.name, e) from None
 
+    def check_names(self, replace: Iterable[str], remove: Iterable[str] = ()) -> None:
+        """Nothing to refuse: a store holds plain objects only (no FIFOs, devices or sockets)."""
+
     def names(self) -> list[str]:
         """The names directly under the prefix now (files and sub-prefixes); [] when none."""
         try:

@@ -10,10 +10,13 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .registry import file_url_path, url_scheme
 from .sinks import AtomicFileSink, FileSink, LocalDirectory
+
+if TYPE_CHECKING:
+    from .remote_prefix import RemotePrefix
 
 StorageOptions = Mapping[str, Any] | None
 
@@ -72,7 +75,7 @@ def remove_target(target: str | os.PathLike[str], storage_options: StorageOption
     remove_object(os.fspath(target), storage_options)
 
 
-def open_directory(target: str | os.PathLike[str], storage_options: StorageOptions = None) -> Any:
+def open_directory(target: str | os.PathLike[str], storage_options: StorageOptions = None) -> LocalDirectory | RemotePrefix:
     """A sharded save's target: a :class:`~pysafetensors.io.sinks.LocalDirectory`, or for an fsspec URL a
     :class:`~pysafetensors.io.remote_prefix.RemotePrefix`."""
     if not is_url_target(target):

@@ -551,7 +551,8 @@ class _Stream:
         """One tensor's values (a GGUF's dequantized, in Hugging Face row order when mapped)."""
         if isinstance(self.ckpt, GGUFCheckpoint):
             if self.mapped:
-                return mapped_bytes(self.ckpt.file, self.mapped[key])
+                values: TensorBytes = mapped_bytes(self.ckpt.file, self.mapped[key])
+                return values
             return self.ckpt.data(self.name(key))
         return self.ckpt.data(key)
 

@@ -201,7 +201,8 @@ def _values_of(access: TensorAccess, name: str, with_heatmap: bool) -> dict[str,
     }
     if with_heatmap and len(info.shape) >= 2:
         out["heatmap"] = heatmap(access, name, PAGE_HEATMAP_CELLS).to_dict()
-    return js_safe(out)
+    page: dict[str, Any] = js_safe(out)
+    return page
 
 
 def _summary_fields(s: Summary) -> tuple[dict[str, Any], list[Any]]:
@@ -303,7 +304,8 @@ def _stats_entry(info: ValueTensor, data: TensorBytes, bar: Any) -> dict[str, An
     except GGUFUnsupported as e:
         bar.update(_values_nbytes(info))
         return {"name": info.name, "error": str(e)}
-    return js_safe({"name": info.name, "stats": stats.to_dict(), "histogram": hist, "heatmap": None})
+    page: dict[str, Any] = js_safe({"name": info.name, "stats": stats.to_dict(), "histogram": hist, "heatmap": None})
+    return page
 
 
 def stream_values(ckpt: AnyCheckpoint, progress: Progress = no_progress) -> list[dict[str, Any]]:
@@ -467,7 +469,8 @@ class ViewSession:
                 ha, hb = held(a, name), held(b, name)
             diff = dataclasses.replace(tensor_value_diff(ha, hb, name), name=name)
             hist = difference_histogram(ha, hb, name, HISTOGRAM_BINS).to_dict() if diff.compared else None
-            return js_safe({"name": name, "diff": diff.to_dict(), "histogram": hist})
+            page: dict[str, Any] = js_safe({"name": name, "diff": diff.to_dict(), "histogram": hist})
+            return page
 
     def close(self) -> None:
         for c in self.inputs:
