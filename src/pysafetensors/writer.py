@@ -11,7 +11,7 @@ from typing import Any
 from .errors import IncompleteWrite, NotAMapping, SerializeError, TensorNotFound, UnknownDtype, WriteError
 from .format._gcpause import paused_gc
 from .format.dtypes import DType, by_buffer_format, by_name
-from .format.layout import LayoutEntry, WriteLayout, as_shape, plan_layout, unique_by_name
+from .format.layout import LayoutEntry, WriteLayout, as_shape, plan_layout
 from .io.sinks import CommitOnExit
 from .io.targets import StorageOptions, open_sink
 
@@ -43,9 +43,9 @@ def tensor_mapping(tensors: object) -> Mapping[str, Any]:
 
 
 def plan(items: Iterable[WriteItem], metadata: Mapping[str, str] | None, alignment: int = 8) -> tuple[WriteLayout, dict[str, WriteItem]]:
-    named = unique_by_name(items, lambda i: i.name)
-    layout = plan_layout(((i.name, i.dtype, i.shape) for i in named.values()), metadata, alignment)
-    return layout, named
+    listed = list(items)
+    layout = plan_layout(((i.name, i.dtype, i.shape) for i in listed), metadata, alignment)
+    return layout, {i.name: i for i in listed}  # one per name: plan_layout refused any name given twice
 
 
 def _checked(item: WriteItem, expected: int) -> memoryview:

@@ -4,6 +4,7 @@ rule, index parsing limits, and the layout's bounds."""
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 
@@ -82,6 +83,23 @@ def test_one_duplicate_name_rule() -> None:
         plan_shards([("x", 1, None), ("x", 2, None)], 10)
     with pytest.raises(SerializeError, match="'x' appears twice"):
         plan_layout([("x", F32, (1,)), ("x", F32, (2,))])
+
+
+def test_a_plain_save_checks_names_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    from pysafetensors.format import layout
+    from pysafetensors.writer import WriteItem, write_bytes
+
+    calls = []
+
+    def counted(items: Any, name_of: Any) -> Any:
+        calls.append(1)
+        return unique_by_name(items, name_of)
+
+    monkeypatch.setattr(layout, "unique_by_name", counted)
+    write_bytes([WriteItem("a", F32, (1,), lambda: b"\0" * 4), WriteItem("b", F32, (0,), lambda: b"")])
+    assert len(calls) == 1
+    with pytest.raises(SerializeError, match="'a' appears twice"):
+        write_bytes([WriteItem("a", F32, (0,), lambda: b"")] * 2)
 
 
 # --- layout bounds ------------------------------------------------------------------------------
