@@ -11,7 +11,12 @@ from typing import Any
 
 
 class SafetensorError(Exception):
-    """Base of every error pysafetensors raises about a file, a tensor or an argument."""
+    """Base of every error pysafetensors raises about a file, a tensor or an argument.
+
+    ``input_name`` is the input (a path, a redacted URL) a tool opened when the error came out
+    of opening it: the command line names it when it prints the problem in a user's words."""
+
+    input_name: str | None = None
 
     def __init__(self, message: str = "", **context: Any) -> None:
         super().__init__(message)

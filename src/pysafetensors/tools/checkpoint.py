@@ -39,7 +39,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from math import prod
-from typing import Any, Literal, Protocol, overload
+from typing import Any, ClassVar, Literal, Protocol, overload
 
 from ..errors import GGUFUnsupported, SafetensorError, SourceError, TensorNotFound
 from ..format.dtypes import DType
@@ -47,7 +47,7 @@ from ..format.header import N_LEN, TensorInfo
 from ..gguf.header import GGUFHeader
 from ..gguf.reader import DecodedBytes, GGUFFile, value_dtype
 from ..gguf.split import open_gguf
-from ..io.locate import is_sharded_path, locate
+from ..io.locate import Located, is_sharded_path, locate
 from ..io.protocols import capabilities
 from ..io.redact import redact_url
 from ..io.registry import url_scheme
@@ -79,6 +79,10 @@ class ValueTensor(Protocol):
     def shape(self) -> tuple[int, ...]: ...
     @property
     def nelements(self) -> int: ...
+    @property
+    def type(self) -> str: ...  # the stored type as the format spells it (F16, Q4_K...)
+    @property
+    def decoded(self) -> bool: ...  # values decoded from another stored form (GGUF), not the stored bytes
 
 
 class TensorAccess(Protocol):
@@ -140,6 +144,8 @@ class MetadataDisagreement:
 @dataclass
 class Checkpoint:
     """One logical checkpoint: every tensor, its bytes, its metadata, however many files hold it."""
+
+    format: ClassVar[str] = "safetensors"
 
     path: str  # as shown to people: a URL without credentials or query string
     files: list[SafeFile]
@@ -314,7 +320,7 @@ def _named(path: str, e: SafetensorError) -> SafetensorError:
     # Say which file: format errors name tensors and offsets, not the path.
     if path not in str(e):
         e.args = (f"{path}: {e}",)
-    e.input_name = path  # type: ignore[attr-defined]  # for a message in a user's words (HeaderError.plain)
+    e.input_name = path  # for a message in a user's words (HeaderError.plain)
     return e
 
 
@@ -368,12 +374,16 @@ class GGUFTensor:
     def nelements(self) -> int:
         return prod(self.shape)
 
+    @property
+    def decoded(self) -> bool:
+        return True
+
 
 class GGUFCheckpoint:
     """A GGUF file opened for the tools: the same questions as a :class:`Checkpoint` answers
     (``tensors``, ``info``, ``data``, ``stream``...), plus the GGUF header (``header``)."""
 
-    format = "gguf"
+    format: ClassVar[str] = "gguf"
     sharded = False
     index_path: str | None = None
     metadata: dict[str, str] | None = None  # GGUF metadata is typed: ``header.fields``
@@ -497,24 +507,23 @@ class GGUFCheckpoint:
 AnyCheckpoint = Checkpoint | GGUFCheckpoint
 
 
-def _open(path: str, storage_options: Mapping[str, Any] | None, gguf: bool, shown: str, gguf_layout: bool,
-          max_input_size: int | None) -> SafeFile | ShardedFile | GGUFFile:
-    """The input :func:`~pysafetensors.io.locate.locate` finds, opened: an index as a
-    ShardedFile, a file as a SafeFile, or (with ``gguf``) a GGUFFile when its magic says so (its
-    layout checked when ``gguf_layout``; a file of a split set opens the whole set)."""
-    found = locate(path, storage_options, max_input_size=max_input_size)
-    if found.index:
-        return open_index(found.location, None, storage_options)  # the backend is chosen per file
+def _open_file(found: Located, gguf: bool, shown: str, gguf_layout: bool) -> Checkpoint | GGUFCheckpoint:
+    """The single file :func:`~pysafetensors.io.locate.locate` found, as a Checkpoint, or (with
+    ``gguf``) a GGUFCheckpoint when its magic says so (its layout checked when ``gguf_layout``;
+    a file of a split set opens the whole set)."""
     source = found.take_source()
+    file_name = os.path.basename(redact_url(str(source.name or shown)).rstrip("/"))
     if found.format == "safetensors":
-        return SafeFile(source)
+        f = SafeFile(source)
+        return Checkpoint(shown, [f], [file_name], f.metadata)
     if not gguf:
         source.close()
         raise GGUFUnsupported(
             f"{shown} is a GGUF file; this command works on safetensors checkpoints (inspect, id, diff, validate "
             "and stats read GGUF; `pysafetensors convert IN.gguf OUT.safetensors` converts it)"
         )
-    return open_gguf(source, validate=gguf_layout, unknown_types=True, open_part=found.sibling_opener())
+    gguf_file = open_gguf(source, validate=gguf_layout, unknown_types=True, open_part=found.sibling_opener())
+    return GGUFCheckpoint(shown, gguf_file, file_name)
 
 
 @overload
@@ -543,17 +552,13 @@ def open_checkpoint(path: str | os.PathLike[str], storage_options: Mapping[str, 
     path = os.fspath(path)
     shown = redact_url(path)
     try:
-        opened = _open(path, storage_options, gguf, shown, gguf_layout, max_input_size)
+        found = locate(path, storage_options, max_input_size=max_input_size)
+        if not found.index:
+            return _open_file(found, gguf, shown, gguf_layout)
+        sharded = open_index(found.location, None, storage_options)  # the backend is chosen per file
     except SafetensorError as e:
         raise _named(shown, e) from None
-    if isinstance(opened, ShardedFile):
-        return _from_sharded(shown, opened)
-    name = opened.name or shown
-    file_name = os.path.basename(redact_url(str(name)).rstrip("/"))
-    if isinstance(opened, GGUFFile):
-        return GGUFCheckpoint(shown, opened, file_name)
-    return Checkpoint(shown, [opened], [file_name], opened.metadata)
-
+    return _from_sharded(shown, sharded)
 
 __all__ = ["AnyCheckpoint", "Checkpoint", "GGUFCheckpoint", "GGUFTensor", "MetadataDisagreement", "RangedBytes",
            "ShardMetadata", "TensorAccess", "TensorBytes", "ValueTensor", "is_sharded_path", "matches",

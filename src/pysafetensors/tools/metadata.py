@@ -123,7 +123,7 @@ def load_json_metadata(path: str) -> dict[str, str]:
 
 def read_metadata(ckpt: Checkpoint | str, key: str | None = None, storage_options: Any = None) -> MetadataResult:
     """The checkpoint's metadata (or one key's value: MetadataKeyNotFound when absent)."""
-    if not isinstance(ckpt, Checkpoint):
+    if isinstance(ckpt, (str, os.PathLike)):
         with open_checkpoint(ckpt, storage_options) as opened:
             return read_metadata(opened, key)
     meta = ckpt.metadata
