@@ -39,7 +39,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from math import prod
-from typing import Any, ClassVar, Literal, Protocol, overload
+from typing import Any, ClassVar, Literal, Protocol, overload, runtime_checkable
 
 from ..errors import GGUFUnsupported, SafetensorError, SourceError, TensorNotFound
 from ..format.dtypes import DType
@@ -95,6 +95,20 @@ class TensorAccess(Protocol):
     def data(self, name: str) -> TensorBytes: ...
 
 
+@runtime_checkable
+class ReadOnSlice(TensorBytes, Protocol):
+    """Tensor bytes read (or decoded) only when sliced, not a view of memory: a remote tensor's
+    :class:`RangedBytes`, a GGUF tensor's ``DecodedBytes``."""
+
+    def held(self, cap: int) -> TensorBytes:
+        """The bytes fetched into memory once when they are at most ``cap`` bytes, else as they are."""
+        ...
+
+    def resident(self) -> int:
+        """Bytes of memory these bytes keep while they wait."""
+        ...
+
+
 class RangedBytes:
     """A tensor's bytes on a source without zero-copy views: ``[lo:hi]`` reads that range only
     (a failed read names the tensor: ``SafeFile.read_data``)."""
@@ -117,6 +131,12 @@ class RangedBytes:
         if len(buf):
             self.file.read_data(self.info.begin + start, buf, tensor=self.info.name)
         return buf
+
+    def held(self, cap: int) -> TensorBytes:
+        return self[0 : self.length] if self.length <= cap else self
+
+    def resident(self) -> int:
+        return 0
 
 
 def matches(name: str, patterns: Sequence[str] | None) -> bool:
@@ -561,5 +581,5 @@ def open_checkpoint(path: str | os.PathLike[str], storage_options: Mapping[str, 
     return _from_sharded(shown, sharded)
 
 __all__ = ["AnyCheckpoint", "Checkpoint", "GGUFCheckpoint", "GGUFTensor", "MetadataDisagreement", "RangedBytes",
-           "ShardMetadata", "TensorAccess", "TensorBytes", "ValueTensor", "is_sharded_path", "matches",
+           "ReadOnSlice", "ShardMetadata", "TensorAccess", "TensorBytes", "ValueTensor", "is_sharded_path", "matches",
            "open_checkpoint"]
