@@ -246,6 +246,10 @@ class Checkpoint:
             return f.raw(name).data
         return RangedBytes(f, f.info(name))
 
+    def stored(self, name: str) -> TensorBytes | None:
+        """The tensor's bytes as stored (as :meth:`data`: safetensors stores values)."""
+        return self.data(name)
+
     def read(self, name: str) -> memoryview:
         """The whole tensor's bytes (a view when mapped, else one read); for writers."""
         return self._file(name).raw(name).data
@@ -399,6 +403,20 @@ class GGUFTensor:
         return True
 
 
+class _StoredBytes:
+    """A GGUF tensor's stored (quantized) bytes, read as they are sliced."""
+
+    def __init__(self, file: GGUFFile, name: str, length: int) -> None:
+        self.file, self.name, self.length = file, name, length
+
+    def __len__(self) -> int:
+        return self.length
+
+    def __getitem__(self, key: slice) -> Any:
+        start, stop, _ = key.indices(self.length)
+        return self.file.stored(self.name, start, stop)
+
+
 class GGUFCheckpoint:
     """A GGUF file opened for the tools: the same questions as a :class:`Checkpoint` answers
     (``tensors``, ``info``, ``data``, ``stream``...), plus the GGUF header (``header``)."""
@@ -464,6 +482,12 @@ class GGUFCheckpoint:
         ``heads`` un-permutes llama's q/k rows (:mod:`pysafetensors.gguf.names`)."""
         self.info(name)
         return self.file.decoded(name, heads)
+
+    def stored(self, name: str) -> TensorBytes | None:
+        """The tensor's bytes as stored (quantized), read as they are sliced; None for a type
+        this version does not know (where its bytes end is unknown)."""
+        t = self.info(name)
+        return None if t.type.startswith("unknown") else _StoredBytes(self.file, t.name, t.nbytes)
 
     def stream(self, names: Sequence[str], heads: Mapping[str, int] | None = None
                ) -> Iterator[tuple[GGUFTensor, DecodedBytes]]:

@@ -79,6 +79,7 @@ from .checkpoint import (
     AnyCheckpoint,
     Checkpoint,
     GGUFCheckpoint,
+    GGUFTensor,
     TensorAccess,
     TensorBytes,
     ValueTensor,
@@ -222,8 +223,9 @@ def _tensor_verdict(differing: int, bit_equal: bool, decoded: bool, tolerant: bo
     return WITHIN_TOLERANCE
 
 
-def _desc(t: TensorInfo) -> TensorDesc:
-    return TensorDesc(t.name, t.dtype.code, list(t.shape), t.nbytes)
+def _desc(t: TensorInfo | GGUFTensor) -> TensorDesc:
+    """A tensor as the diff lists it: its stored type (a GGUF tensor's GGML type), shape and stored bytes."""
+    return TensorDesc(t.name, t.type, list(t.shape), t.nbytes)
 
 
 class _Cosine:
@@ -486,20 +488,6 @@ def _mode(a: AnyCheckpoint, b: AnyCheckpoint, values: bool, structure_only: bool
     return VALUES if a.format != b.format else BYTES
 
 
-class _Stored:
-    """A GGUF tensor's stored (quantized) bytes, read as they are sliced."""
-
-    def __init__(self, ckpt: GGUFCheckpoint, name: str) -> None:
-        self.ckpt, self.name, self.length = ckpt, name, ckpt.info(name).nbytes
-
-    def __len__(self) -> int:
-        return self.length
-
-    def __getitem__(self, key: slice) -> Any:
-        start, stop, _ = key.indices(self.length)
-        return self.ckpt.file.stored(self.name, start, stop)
-
-
 @dataclass
 class _Stream:
     """One side of a diff as the comparison reads it, by the names the diff shows (``key``)."""
@@ -509,6 +497,7 @@ class _Stream:
     own: dict[str, str] | None = None  # key -> the checkpoint's name (None: the same)
     #: key -> how a GGUF tensor is read as the Hugging Face tensor it maps to (a mapped GGUF side)
     mapped: dict[str, MappedTensor] = field(default_factory=dict)
+    mapped_file: GGUFCheckpoint | None = None  # that GGUF (a mapped side)
     infos: dict[str, TensorInfo] = field(default_factory=dict)  # a Checkpoint's tensors, in file order
     file_of: dict[str, int] = field(default_factory=dict)  # a Checkpoint's tensor -> its file's position
 
@@ -539,29 +528,22 @@ class _Stream:
         """``(key, tensor, values)`` for each key, in the order given, read ahead over the network."""
         names = [self.name(k) for k in keys]
         pairs: Iterator[tuple[ValueTensor, TensorBytes]]
-        if isinstance(self.ckpt, GGUFCheckpoint) and self.mapped:
-            pairs = mapped_values(self.ckpt, [self.mapped[k] for k in keys])
-        elif isinstance(self.ckpt, GGUFCheckpoint):
-            pairs = iter(self.ckpt.stream(names))
+        if self.mapped_file is not None:
+            pairs = mapped_values(self.mapped_file, [self.mapped[k] for k in keys])
         else:
             pairs = iter(self.ckpt.stream(names))
         return ((k, t, d) for k, (t, d) in zip(keys, pairs))
 
     def values(self, key: str) -> TensorBytes:
         """One tensor's values (a GGUF's dequantized, in Hugging Face row order when mapped)."""
-        if isinstance(self.ckpt, GGUFCheckpoint):
-            if self.mapped:
-                return mapped_bytes(self.ckpt.file, self.mapped[key])
-            return self.ckpt.data(self.name(key))
-        return self.ckpt.data(key)
+        if self.mapped_file is not None:
+            return mapped_bytes(self.mapped_file.file, self.mapped[key])
+        return self.ckpt.data(self.name(key))
 
     def stored(self, key: str) -> TensorBytes | None:
         """One tensor's bytes as stored; None for a GGUF tensor of a type this version does not
         know (where its bytes end is unknown)."""
-        if isinstance(self.ckpt, GGUFCheckpoint):
-            t = self.ckpt.info(self.name(key))
-            return None if t.type.startswith("unknown") else _Stored(self.ckpt, t.name)
-        return self.ckpt.data(key)
+        return self.ckpt.stored(self.name(key))
 
     def nbytes(self, key: str) -> int:
         if key in self.mapped:
@@ -655,14 +637,11 @@ class _Side:
     layout: dict[str, str] = field(default_factory=dict)  # shown name -> the layout change undone
     dropped: dict[str, str] = field(default_factory=dict)  # GGUF name -> why it is not compared
     warning: str | None = None  # the mapping's caveat (no table for the architecture)
-
-    @property
-    def is_mapped(self) -> bool:
-        return bool(self.mapped)
+    mapped_file: GGUFCheckpoint | None = None  # the GGUF read under Hugging Face names (a mapped side)
 
     def values(self, shown: list[str]) -> Iterator[tuple[ValueTensor, TensorBytes]]:
-        if self.mapped and isinstance(self.ckpt, GGUFCheckpoint):
-            return mapped_values(self.ckpt, [self.mapped[n] for n in shown])
+        if self.mapped_file is not None:
+            return mapped_values(self.mapped_file, [self.mapped[n] for n in shown])
         names = [self.own[n] for n in shown]
         return iter(self.ckpt.stream(names))
 
@@ -700,10 +679,7 @@ class MappedValue:
 
 
 def _plain_side(ckpt: AnyCheckpoint) -> _Side:
-    if isinstance(ckpt, GGUFCheckpoint):
-        descs = {t.name: TensorDesc(t.name, t.type, list(t.shape), t.nbytes) for t in ckpt.tensors}
-    else:
-        descs = {t.name: _desc(t) for t in ckpt.tensors}
+    descs = {t.name: _desc(t) for t in ckpt.tensors}
     return _Side(ckpt, {n: n for n in descs}, descs)
 
 
@@ -739,7 +715,7 @@ def _mapped_side(ckpt: GGUFCheckpoint, other: set[str]) -> tuple[_Side, list[str
             if name in mapping.left_in_gguf_order}
     layout = {shown: t.op for shown, t in mapped.items() if t.op and t.op not in ("q", "k")}
     side = _Side(ckpt, {shown: t.source for shown, t in mapped.items()}, descs, mapped, left, layout,
-                 dict(mapping.dropped), mapping.warning)
+                 dict(mapping.dropped), mapping.warning, ckpt)
     return side, mapping.unmapped
 
 
@@ -765,8 +741,8 @@ def _diff_gguf(a: AnyCheckpoint, b: AnyCheckpoint, mode: str, values: bool, rtol
                        formats=[a.format, b.format])
     sa, sb, r.unmapped = _sides(a, b)
     for side in (sa, sb):
-        if side.is_mapped and isinstance(side.ckpt, GGUFCheckpoint):
-            r.architecture = side.ckpt.header.architecture
+        if side.mapped_file is not None:
+            r.architecture = side.mapped_file.header.architecture
             r.names_mapped = sum(1 for shown, name in side.own.items() if shown != name)
             r.unpermuted = sorted(shown for shown, t in side.mapped.items() if t.op in ("q", "k"))
             r.left_in_gguf_order = dict(sorted(side.left.items()))
@@ -797,4 +773,4 @@ def _diff_gguf(a: AnyCheckpoint, b: AnyCheckpoint, mode: str, values: bool, rtol
 
 
 def _side_stream(side: _Side) -> _Stream:
-    return _Stream(side.ckpt, list(side.own), side.own, side.mapped)
+    return _Stream(side.ckpt, list(side.own), side.own, side.mapped, side.mapped_file)
