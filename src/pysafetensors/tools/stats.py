@@ -27,7 +27,6 @@ from ._base import JsonResult, Progress, no_progress
 from ._chunks import iter_chunks
 from .checkpoint import (
     AnyCheckpoint,
-    Checkpoint,
     TensorAccess,
     TensorBytes,
     ValueTensor,
@@ -172,12 +171,5 @@ def file_stats(
     chosen = [t for t in ckpt.tensors if matches(t.name, patterns)]
     # the bar counts the values read (a GGUF tensor's dequantized, not its stored bytes)
     with progress(sum(t.dtype.nbytes(t.nelements) for t in chosen), "stats") as bar:
-        out = [stats_of(info, data, bar) for info, data in ckpt.stream([t.name for t in chosen])]
-    return StatsResult(ckpt.path, out, list(patterns) if patterns else None)
-    if not isinstance(ckpt, Checkpoint):
-        with open_checkpoint(ckpt, gguf=True) as opened:
-            return file_stats(opened, patterns, progress)
-    chosen = [t for t in ckpt.tensors if matches(t.name, patterns)]
-    with progress(sum(t.nbytes for t in chosen), "stats") as bar:
         out = [stats_of(info, data, bar) for info, data in ckpt.stream([t.name for t in chosen])]
     return StatsResult(ckpt.path, out, list(patterns) if patterns else None)

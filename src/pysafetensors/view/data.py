@@ -338,9 +338,7 @@ def _short_diff(diff: dict[str, Any]) -> dict[str, Any]:
 
 def _diff_names(a: AnyCheckpoint, b: AnyCheckpoint) -> list[list[str] | None]:
     """Per input, its tensors' names as the diff shows them (in the tensor columns' order), or
-    None where they are the names themselves."""
-    if not (isinstance(a, GGUFCheckpoint) or isinstance(b, GGUFCheckpoint)):
-        return [None, None]
+    None where they are the names themselves (a GGUF's names mapped to a safetensors side's)."""
     from ..tools.diff import shown_names
     out: list[list[str] | None] = []
     for ckpt, shown in zip((a, b), shown_names(a, b)):
