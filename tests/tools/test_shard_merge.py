@@ -55,9 +55,13 @@ def test_shards_hold_every_tensor_within_the_limit(single: Path, tmp_path: Path)
         np.testing.assert_array_equal(got[name], value)
     from safetensors import safe_open
 
-    for name in names:  # each shard keeps the source's header metadata
+    ids = {index["metadata"]["pysafetensors.checkpoint_id"]}
+    for name in names:  # each shard keeps the source's header metadata, and one id ties the set together
         with safe_open(str(out / name), "np") as f:
-            assert f.metadata() == META
+            meta = f.metadata()
+        ids.add(meta.pop("pysafetensors.checkpoint_id"))
+        assert meta == META
+    assert len(ids) == 1
 
 
 def test_one_shard_when_everything_fits_has_no_index(single: Path, tmp_path: Path) -> None:
