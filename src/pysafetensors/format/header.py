@@ -61,6 +61,16 @@ class TensorInfo(NamedTuple):
     def nelements(self) -> int:
         return prod(self.shape)
 
+    @property
+    def type(self) -> str:
+        """The stored type as the format spells it (the dtype code; a GGUF tensor's is its GGML type)."""
+        return self.dtype.code
+
+    @property
+    def decoded(self) -> bool:
+        """Whether the values are decoded from another stored form (never: safetensors stores values)."""
+        return False
+
 
 @dataclass(frozen=True)
 class Header:
