@@ -140,7 +140,7 @@ def build_parser(root: Path) -> argparse.ArgumentParser:
         sys.path.insert(0, src)
     from pysafetensors.cli.main import build_parser as build
 
-    return build()
+    return build("*")
 
 
 def on_files(files: Files, config: Any) -> Files:

@@ -194,7 +194,7 @@ exit status:
 
 
 def add_parser(subparsers: Any) -> None:
-    from .main import common_options
+    from ._options import common_options
 
     p = subparsers.add_parser(
         "diff", parents=[common_options()], help="compare two checkpoints (exit 1 if different)",
@@ -213,7 +213,7 @@ def add_parser(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from .main import UsageError
+    from ._options import UsageError
 
     values = args.values or args.rtol is not None or args.atol is not None
     for name in ("rtol", "atol"):
@@ -223,7 +223,7 @@ def run(args: argparse.Namespace) -> int:
     if values and args.structure_only:
         raise UsageError("pysafetensors diff: error: --structure-only compares no values: "
                          "it cannot go with --values, --rtol or --atol")
-    with open_input(args.a, gguf=True) as a, open_input(args.b, gguf=True) as b:
+    with open_input(args.a, args.remote, gguf=True) as a, open_input(args.b, args.remote, gguf=True) as b:
         r = diff_files(a, b, values, args.rtol, args.atol, progress_factory(args), structure_only=args.structure_only)
     fmt = args.format or ("json" if args.json else "text")
     emit(render_diff(r, fmt))

@@ -33,7 +33,7 @@ def render_id(result: Identity, fmt: str = "text") -> str:
 
 
 def add_parser(subparsers: Any) -> None:
-    from .main import common_options
+    from ._options import common_options
 
     p = subparsers.add_parser(
         "id", parents=[common_options()], help="structural ID (weight-inspect) and content hashes",
@@ -51,7 +51,7 @@ def run(args: argparse.Namespace) -> int:
     # The structural ID needs only a GGUF's header: a header-only file (weight-inspect's
     # tiny.gguf) has one.  Hashing the data (--content, --tensors) needs a sound layout.
     hashing = bool(args.content or args.tensors)
-    with open_input(args.file, gguf=True, gguf_layout=hashing) as ckpt:
+    with open_input(args.file, args.remote, gguf=True, gguf_layout=hashing) as ckpt:
         result = identify(ckpt, args.content, args.tensors, args.canonical, progress_factory(args))
     emit(render_id(result, "json" if args.json else "text"))
     return 0

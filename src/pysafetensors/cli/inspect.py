@@ -250,7 +250,7 @@ def _depth(text: str) -> int:
 
 
 def add_parser(subparsers: Any) -> None:
-    from .main import common_options
+    from ._options import common_options
 
     p = subparsers.add_parser("inspect", parents=[common_options()], help="sizes, parameter counts, metadata, tensors")
     p.add_argument("file", help="a .safetensors or .gguf file, an index JSON, a checkpoint directory, a URL or a pipe")
@@ -264,7 +264,7 @@ def add_parser(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     tree = args.tree or args.depth is not None
-    with open_input(args.file, gguf=True) as ckpt:
+    with open_input(args.file, args.remote, gguf=True) as ckpt:
         result = summarize(ckpt, args.filter, tree=tree)
     emit(render_inspect(result, "json" if args.json else "text", tensors=args.tensors, depth=args.depth))
     return 0

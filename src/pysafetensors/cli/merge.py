@@ -19,7 +19,6 @@ from typing import Any
 
 from ..tools.merge import MergeResult, merge_checkpoint
 from ._common import emit, escape_text, fmt_bytes, plural, progress_factory, render_json, terminal_safe
-from ._inputs import storage_options_for
 
 
 def render_merge(r: MergeResult, fmt: str = "text") -> str:
@@ -31,7 +30,7 @@ def render_merge(r: MergeResult, fmt: str = "text") -> str:
 
 
 def add_parser(subparsers: Any) -> None:
-    from .main import common_options
+    from ._options import common_options
 
     p = subparsers.add_parser("merge", parents=[common_options()], help="join a sharded checkpoint into one file")
     p.add_argument("index", metavar="INDEX_OR_DIR")
@@ -40,8 +39,8 @@ def add_parser(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     r = merge_checkpoint(args.index, args.output, progress=progress_factory(args),
-                         storage_options=storage_options_for(args.index) or None,
-                         output_storage_options=storage_options_for(args.output) or None)
+                         storage_options=args.remote.for_path(args.index) or None,
+                         output_storage_options=args.remote.for_path(args.output) or None)
     for message in r.skipped:
         print(f"pysafetensors merge: warning: {escape_text(message)}", file=sys.stderr)
     emit(render_merge(r, "json" if args.json else "text"))

@@ -14,7 +14,7 @@ from typing import Any
 from ..errors import MetadataKeyNotFound
 from ..tools.metadata import MetadataResult, edit_metadata, load_json_metadata, parse_assignments, read_metadata
 from ._common import disagreement_lines, emit, progress_factory, render_json, terminal_safe
-from ._inputs import open_input, storage_options_for
+from ._inputs import open_input
 
 __all__ = ["add_parser", "load_json_metadata", "parse_assignments", "render_metadata", "run"]
 
@@ -46,7 +46,7 @@ def render_metadata(r: MetadataResult, fmt: str = "text") -> str:
 
 
 def add_parser(subparsers: Any) -> None:
-    from .main import common_options
+    from ._options import common_options
 
     common = common_options()
     p = subparsers.add_parser("metadata", parents=[common], help="get, set, unset or strip __metadata__")
@@ -56,7 +56,7 @@ def add_parser(subparsers: Any) -> None:
     g.add_argument("key", nargs="?")
     writers = argparse.ArgumentParser(add_help=False)
     writers.add_argument("--dry-run", action="store_true", help="show what would change, write nothing")
-    writers.add_argument("-o", "--output", help="write the result to this path (or store URL, s3://...) instead of editing FILE")
+    writers.add_argument("--output", help="write the result to this path (or store URL, s3://...) instead of editing FILE")
     writers.add_argument("--no-in-place", action="store_true", help="always rewrite via temp file + rename")
     writers.add_argument("--force", action="store_true", help="replace a read-only FILE with an edited copy")
     links = writers.add_mutually_exclusive_group()
@@ -75,12 +75,12 @@ def add_parser(subparsers: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     if args.action == "get":
         try:
-            with open_input(args.file) as ckpt:
+            with open_input(args.file, args.remote) as ckpt:
                 r = read_metadata(ckpt, args.key)
         except MetadataKeyNotFound as e:
-            from .main import report_error
+            from ._options import report_error
 
-            return report_error(e, args.debug, finding=True)
+            return report_error(e, args.debug, finding=True, secrets=args.remote.secrets())
         emit(render_metadata(r, "json" if args.json else "text"))
         return 0
     assignments: dict[str, str] = {}
@@ -90,7 +90,7 @@ def run(args: argparse.Namespace) -> int:
             assignments.update(load_json_metadata(args.from_json))
         assignments.update(parse_assignments(args.pairs))
         if not assignments:
-            from .main import UsageError
+            from ._options import UsageError
 
             raise UsageError("pysafetensors metadata set: error: give KEY=VALUE pairs or --from-json F (see --help)")
     elif args.action == "unset":
@@ -98,8 +98,8 @@ def run(args: argparse.Namespace) -> int:
     r = edit_metadata(
         args.file, args.action, assignments, keys,
         output=args.output, dry_run=args.dry_run, in_place=not args.no_in_place, force=args.force,
-        links=args.links, progress=progress_factory(args), storage_options=storage_options_for(args.file) or None,
-        output_storage_options=(storage_options_for(args.output) or None) if args.output else None,
+        links=args.links, progress=progress_factory(args), storage_options=args.remote.for_path(args.file) or None,
+        output_storage_options=(args.remote.for_path(args.output) or None) if args.output else None,
     )
     emit(render_metadata(r, "json" if args.json else "text"))
     return 0

@@ -19,7 +19,6 @@ from typing import Any
 from ..format.index import parse_size
 from ..tools.shard import ShardResult, shard_checkpoint
 from ._common import emit, fmt_bytes, plural, progress_factory, render_json, terminal_safe
-from ._inputs import storage_options_for
 
 
 def render_shard(r: ShardResult, fmt: str = "text") -> str:
@@ -37,7 +36,7 @@ def render_shard(r: ShardResult, fmt: str = "text") -> str:
 
 
 def add_parser(subparsers: Any) -> None:
-    from .main import common_options
+    from ._options import common_options
 
     p = subparsers.add_parser("shard", parents=[common_options()], help="split into Hugging Face shards + index")
     p.add_argument("file")
@@ -51,11 +50,11 @@ def run(args: argparse.Namespace) -> int:
     try:
         limit = parse_size(args.max_shard_size)
     except (TypeError, ValueError) as e:
-        from .main import UsageError
+        from ._options import UsageError
 
         raise UsageError(f"pysafetensors shard: error: --max-shard-size: {e}") from None
     r = shard_checkpoint(args.file, args.outdir, limit, force=args.force, dry_run=args.dry_run,
-                         progress=progress_factory(args), storage_options=storage_options_for(args.file) or None,
-                         output_storage_options=storage_options_for(args.outdir) or None)
+                         progress=progress_factory(args), storage_options=args.remote.for_path(args.file) or None,
+                         output_storage_options=args.remote.for_path(args.outdir) or None)
     emit(render_shard(r, "json" if args.json else "text"))
     return 0

@@ -26,7 +26,7 @@ def render_stats(r: StatsResult, fmt: str = "text") -> str:
 
 
 def add_parser(subparsers: Any) -> None:
-    from .main import common_options
+    from ._options import common_options
 
     p = subparsers.add_parser("stats", parents=[common_options()], help="per-tensor min/max/mean/std, NaN/Inf/zero counts")
     p.add_argument("file")
@@ -40,12 +40,12 @@ def no_match_message(patterns: list[str]) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    with open_input(args.file, gguf=True) as ckpt:
+    with open_input(args.file, args.remote, gguf=True) as ckpt:
         result = file_stats(ckpt, args.filter, progress_factory(args))
     if args.filter and not result.tensors:
         # A filter that matches nothing is a finding (exit 1), said on stderr; --json still
         # prints its (empty) result for scripts.
-        from .main import PROG, safe_message
+        from ._options import PROG, safe_message
 
         if args.json:
             emit(render_stats(result, "json"))

@@ -42,7 +42,7 @@ def _port(text: str) -> int:
 
 
 def add_parser(subparsers: Any) -> None:
-    from .main import common_options
+    from ._options import common_options
 
     p = subparsers.add_parser(
         "view", parents=[common_options()],
@@ -163,7 +163,7 @@ def _notice_if_slow(message: str, enabled: bool, after: float = SLOW_START) -> I
 
 
 def run(args: argparse.Namespace) -> int:
-    from .main import UsageError
+    from ._options import UsageError
 
     if args.with_stats and not args.export:
         raise UsageError("pysafetensors view: error: --with-stats needs --export FILE (see --help)")
@@ -178,7 +178,7 @@ def run(args: argparse.Namespace) -> int:
             for path in [args.a] + ([args.b] if args.b is not None else []):
                 notice = f"pysafetensors view: reading {escape_text(redact_text(path))}..."
                 with _notice_if_slow(notice, bar_enabled(args)):
-                    opened.append(open_input(path, gguf=True))
+                    opened.append(open_input(path, args.remote, gguf=True))
         except BaseException:
             for c in opened:
                 c.close()
