@@ -150,7 +150,7 @@ def test_storage_options_reach_an_fsspec_url(sample: Path, monkeypatch: pytest.M
     fsspec = pytest.importorskip("fsspec")
     fsspec.filesystem("memory").pipe("/pst-cred/m.safetensors", sample.read_bytes())
     seen: list[object] = []
-    import pysafetensors.tools.checkpoint as checkpoint
+    from pysafetensors.tools import checkpoint
 
     real = checkpoint.open_checkpoint
 
