@@ -20,6 +20,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from ..io.redact import redact_text
+from ..io.registry import url_scheme
 from ._common import bar_enabled, emit, escape_text, fmt_bytes, progress_factory
 from ._inputs import open_input
 from ._stopper import Stopper
@@ -55,7 +56,9 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument("--host", default=DEFAULT_HOST,
                    help="address to listen on (default 127.0.0.1; any other prints a warning)")
     p.add_argument("--no-browser", action="store_true", help="print the URL without opening a browser")
-    p.add_argument("--export", metavar="FILE", help="write a self-contained HTML report instead of serving")
+    p.add_argument("--export", metavar="FILE_OR_URL",
+                   help="write a self-contained HTML report instead of serving: a path or a store URL "
+                        "(s3://bucket/report.html, memory://...; -o options apply), written all or nothing")
     p.add_argument("--with-stats", action="store_true",
                    help="with --export: add every tensor's stats and histogram (reads all the data once)")
 
@@ -167,6 +170,13 @@ def run(args: argparse.Namespace) -> int:
 
     if args.with_stats and not args.export:
         raise UsageError("pysafetensors view: error: --with-stats needs --export FILE (see --help)")
+    export_options: dict[str, Any] | None = None
+    if args.export:
+        # Checked before any input is read: a report that cannot be written is refused at once.
+        if url_scheme(args.export) in ("http", "https"):
+            raise UsageError("pysafetensors view: error: --export cannot write to an http(s) URL; give a file path "
+                             "or a store URL (s3://, gs://, memory://...)")
+        export_options = args.remote.for_path(args.export) or None
     # Serving: SIGINT and SIGTERM stop it from here on, before the server's modules load, the
     # inputs are opened and the port bound (a signal inherited as ignored is lost until a handler
     # is set), and SIGTERM ends it in any case (_stopper).
@@ -185,8 +195,8 @@ def run(args: argparse.Namespace) -> int:
             raise
         with ViewSession(opened) as session:
             if args.export:
-                size = export_report(session, args.export, args.with_stats, progress_factory(args))
-                emit(f"wrote {escape_text(args.export)}: {fmt_bytes(size)}")
+                size = export_report(session, args.export, args.with_stats, progress_factory(args), export_options)
+                emit(f"wrote {escape_text(redact_text(args.export))}: {fmt_bytes(size)}")
                 return 0
             return _serve(session, args)
 
