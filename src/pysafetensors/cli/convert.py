@@ -31,9 +31,20 @@ HELP = ("convert a PyTorch checkpoint (.pt/.bin/.pth, zip or legacy), .npy/.npz 
         "running no pickle code")
 
 
+EXAMPLES = """\
+examples:
+  pysafetensors convert pytorch_model.bin model.safetensors
+  pysafetensors convert checkpoint.pt model.safetensors --key state_dict --metadata format=pt
+  pysafetensors convert model.gguf model.safetensors --hf-names --dtype bf16
+"""
+
+
 def add_parser(subparsers: Any) -> None:
     """Register the ``convert`` subcommand."""
-    p = subparsers.add_parser("convert", parents=[common_options()], help=HELP, description=HELP)
+    p = subparsers.add_parser("convert", parents=[common_options()],
+                              help="convert a checkpoint (pickle, npz, GGUF) to safetensors",
+                              description=HELP[0].upper() + HELP[1:] + ".", epilog=EXAMPLES,
+                              formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("input", metavar="IN", help="checkpoint or numpy file to convert (or a pipe: /dev/stdin)")
     p.add_argument("output", metavar="OUT", help="safetensors file to write (replaced atomically)")
     p.add_argument("--key", help="convert only this dotted subtree, e.g. state_dict or model.encoder")

@@ -190,6 +190,11 @@ exit status:
   1  different
   2  error (unreadable input, bad arguments)
   3  same structure, values not compared (a URL without --values, or --structure-only)
+
+examples:
+  pysafetensors diff old.safetensors new.safetensors
+  pysafetensors diff fp32.safetensors bf16.safetensors --values --atol 1e-2
+  pysafetensors diff a.safetensors https://host/b.safetensors --structure-only --format md
 """
 
 
@@ -201,8 +206,8 @@ def add_parser(subparsers: Any) -> None:
         description="Compare two checkpoints: tensors added, removed or changed, metadata, and tensor bytes or values.",
         epilog=_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("a")
-    p.add_argument("b")
+    p.add_argument("a", metavar="A", help="the first checkpoint: file, URL, index JSON, directory or pipe")
+    p.add_argument("b", metavar="B", help="the second checkpoint, compared with A")
     p.add_argument("--values", action="store_true",
                    help="compare tensor values, streaming: differing count, max abs diff, cosine similarity")
     p.add_argument("--structure-only", action="store_true",

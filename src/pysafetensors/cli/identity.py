@@ -32,6 +32,14 @@ def render_id(result: Identity, fmt: str = "text") -> str:
     return "\n".join(out) + "\n"
 
 
+EXAMPLES = """\
+examples:
+  pysafetensors id model.safetensors
+  pysafetensors id model.safetensors --content --tensors
+  pysafetensors id model.gguf --canonical --json
+"""
+
+
 def add_parser(subparsers: Any) -> None:
     from ._options import common_options
 
@@ -39,8 +47,9 @@ def add_parser(subparsers: Any) -> None:
         "id", parents=[common_options()], help="structural ID (weight-inspect) and content hashes",
         description="Print the structural ID (weight-inspect's: names, dtypes, shapes and metadata, never the "
                     "values; reads the header only) and, with --content/--tensors, hashes of the tensor data.",
+        epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("file")
+    p.add_argument("file", help="a .safetensors or .gguf file, an index JSON, a checkpoint directory, a URL or a pipe")
     p.add_argument("--content", action="store_true",
                    help="also hash the tensor data: every byte after the header (ModelSpec hash_sha256, 0x...)")
     p.add_argument("--tensors", action="store_true", help="also hash each tensor's bytes")

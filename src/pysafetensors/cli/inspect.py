@@ -249,10 +249,23 @@ def _depth(text: str) -> int:
     return value
 
 
+EXAMPLES = """\
+examples:
+  pysafetensors inspect model.safetensors
+  pysafetensors inspect model.safetensors --tree --depth 2
+  pysafetensors inspect https://huggingface.co/ORG/MODEL/resolve/main/model.safetensors --tensors --json
+"""
+
+
 def add_parser(subparsers: Any) -> None:
     from ._options import common_options
 
-    p = subparsers.add_parser("inspect", parents=[common_options()], help="sizes, parameter counts, metadata, tensors")
+    p = subparsers.add_parser(
+        "inspect", parents=[common_options()], help="sizes, parameter counts, metadata, tensors",
+        description="Summarise a checkpoint from its header alone: file and header size, tensor count, parameters "
+                    "per dtype, metadata, repeated blocks; with --tensors or --tree, the tensors themselves.",
+        epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("file", help="a .safetensors or .gguf file, an index JSON, a checkpoint directory, a URL or a pipe")
     p.add_argument("--tensors", action="store_true", help="list every tensor (name, dtype, shape, offsets, bytes)")
     p.add_argument("--tree", action="store_true",

@@ -29,11 +29,25 @@ def render_merge(r: MergeResult, fmt: str = "text") -> str:
             f"from {plural(len(r.shards), 'file')}\n")
 
 
+EXAMPLES = """\
+examples:
+  pysafetensors merge sharded/ model.safetensors
+  pysafetensors merge sharded/model.safetensors.index.json model.safetensors --json
+  pysafetensors merge https://host/repo/model.safetensors.index.json s3://bucket/model.safetensors
+"""
+
+
 def add_parser(subparsers: Any) -> None:
     from ._options import common_options
 
-    p = subparsers.add_parser("merge", parents=[common_options()], help="join a sharded checkpoint into one file")
-    p.add_argument("index", metavar="INDEX_OR_DIR")
+    p = subparsers.add_parser(
+        "merge", parents=[common_options()], help="join a sharded checkpoint into one file",
+        description="Join the shards an index names into one .safetensors file (tensors in the index's order, "
+                    "the index's metadata kept), written all or nothing.",
+        epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("index", metavar="INDEX_OR_DIR",
+                   help="a *.safetensors.index.json (path or URL) or the directory holding one")
     p.add_argument("output", metavar="OUT", help="file, or store URL (s3://...), to write")
 
 

@@ -45,15 +45,53 @@ def render_metadata(r: MetadataResult, fmt: str = "text") -> str:
     return "\n".join(lines) + "\n"
 
 
+EXAMPLES = """\
+examples:
+  pysafetensors metadata model.safetensors get
+  pysafetensors metadata model.safetensors set format=pt license=mit
+  pysafetensors metadata model.safetensors strip --output clean.safetensors
+"""
+GET_EXAMPLES = """\
+examples:
+  pysafetensors metadata model.safetensors get
+  pysafetensors metadata model.safetensors get modelspec.title --json
+"""
+SET_EXAMPLES = """\
+examples:
+  pysafetensors metadata model.safetensors set format=pt
+  pysafetensors metadata model.safetensors set --from-json card.json --dry-run
+  pysafetensors metadata https://host/m.safetensors set license=mit --output m.safetensors
+"""
+UNSET_EXAMPLES = """\
+examples:
+  pysafetensors metadata model.safetensors unset ss_tag_frequency
+  pysafetensors metadata model.safetensors unset a b --output edited.safetensors
+"""
+STRIP_EXAMPLES = """\
+examples:
+  pysafetensors metadata model.safetensors strip
+  pysafetensors metadata model.safetensors strip --output s3://bucket/clean.safetensors --dry-run
+"""
+
+
 def add_parser(subparsers: Any) -> None:
     from ._options import common_options
 
     common = common_options()
-    p = subparsers.add_parser("metadata", parents=[common], help="get, set, unset or strip __metadata__")
-    p.add_argument("file")
+    raw = argparse.RawDescriptionHelpFormatter
+    p = subparsers.add_parser(
+        "metadata", parents=[common], help="get, set, unset or strip __metadata__",
+        description="Read or edit the string-to-string __metadata__ of a checkpoint.  Edits rewrite only the "
+                    "header when it fits (in place), else the whole file via a temporary file and a rename.",
+        epilog=EXAMPLES, formatter_class=raw,
+    )
+    p.add_argument("file", help="a .safetensors file, an index JSON, a checkpoint directory, a URL or a pipe "
+                                "(URLs and pipes: get, or an edit with --output)")
     actions = p.add_subparsers(dest="action", metavar="ACTION", required=True, parser_class=type(p))
-    g = actions.add_parser("get", parents=[common], help="print all metadata, or one key's value")
-    g.add_argument("key", nargs="?")
+    g = actions.add_parser("get", parents=[common], help="print all metadata, or one key's value",
+                           description="Print all metadata, or one key's value (exit 1 when the key is absent).",
+                           epilog=GET_EXAMPLES, formatter_class=raw)
+    g.add_argument("key", nargs="?", help="the key to print (default: every key)")
     writers = argparse.ArgumentParser(add_help=False)
     writers.add_argument("--dry-run", action="store_true", help="show what would change, write nothing")
     writers.add_argument("--output", help="write the result to this path (or store URL, s3://...) instead of editing FILE")
@@ -64,12 +102,18 @@ def add_parser(subparsers: Any) -> None:
                        help="FILE is a link: edit the file it points to (every link sees the change)")
     links.add_argument("--no-follow", dest="links", action="store_const", const="replace",
                        help="FILE is a link: replace the link with an edited copy (the linked file is untouched)")
-    s = actions.add_parser("set", parents=[common, writers], help="set KEY=VALUE pairs (values are strings)")
-    s.add_argument("pairs", nargs="*", metavar="KEY=VALUE")
+    s = actions.add_parser("set", parents=[common, writers], help="set KEY=VALUE pairs (values are strings)",
+                           description="Set KEY=VALUE pairs (values are strings), given on the command line or "
+                                       "as a JSON object with --from-json.",
+                           epilog=SET_EXAMPLES, formatter_class=raw)
+    s.add_argument("pairs", nargs="*", metavar="KEY=VALUE", help="an entry to set (repeatable)")
     s.add_argument("--from-json", metavar="F", help="a JSON object of string values to merge in")
-    u = actions.add_parser("unset", parents=[common, writers], help="remove keys")
-    u.add_argument("keys", nargs="+", metavar="KEY")
-    actions.add_parser("strip", parents=[common, writers], help="remove __metadata__ entirely")
+    u = actions.add_parser("unset", parents=[common, writers], help="remove keys",
+                           description="Remove keys from __metadata__ (a missing key is an error, exit 2).",
+                           epilog=UNSET_EXAMPLES, formatter_class=raw)
+    u.add_argument("keys", nargs="+", metavar="KEY", help="a key to remove")
+    actions.add_parser("strip", parents=[common, writers], help="remove __metadata__ entirely",
+                       description="Remove __metadata__ entirely.", epilog=STRIP_EXAMPLES, formatter_class=raw)
 
 
 def run(args: argparse.Namespace) -> int:

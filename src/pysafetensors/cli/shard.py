@@ -35,11 +35,24 @@ def render_shard(r: ShardResult, fmt: str = "text") -> str:
     return "\n".join(out) + "\n"
 
 
+EXAMPLES = """\
+examples:
+  pysafetensors shard model.safetensors sharded/ --max-shard-size 2GB
+  pysafetensors shard model.safetensors sharded/ --dry-run
+  pysafetensors shard model.safetensors s3://bucket/sharded/ -o endpoint_url=http://127.0.0.1:9000
+"""
+
+
 def add_parser(subparsers: Any) -> None:
     from ._options import common_options
 
-    p = subparsers.add_parser("shard", parents=[common_options()], help="split into Hugging Face shards + index")
-    p.add_argument("file")
+    p = subparsers.add_parser(
+        "shard", parents=[common_options()], help="split into Hugging Face shards + index",
+        description="Split a checkpoint into Hugging Face shards (model-00001-of-0000N.safetensors) and write "
+                    "model.safetensors.index.json, as transformers' save_pretrained does.",
+        epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("file", help="the checkpoint to split: file, URL, index JSON or directory")
     p.add_argument("outdir", help="directory, or a store URL prefix (s3://bucket/sharded/), to write into")
     p.add_argument("--max-shard-size", default="5GB", help="e.g. 5GB, 500MB, 100KB (decimal) or bytes; default 5GB")
     p.add_argument("--force", action="store_true", help="replace existing shards/index in OUTDIR")

@@ -43,11 +43,25 @@ def render_validate(r: ValidateResult, fmt: str = "text") -> str:
     return "\n".join(out) + "\n"
 
 
+EXAMPLES = """\
+examples:
+  pysafetensors validate model.safetensors
+  pysafetensors validate sharded/model.safetensors.index.json --json
+  cat model.safetensors | pysafetensors validate /dev/stdin
+"""
+
+
 def add_parser(subparsers: Any) -> None:
     from ._options import common_options
 
-    p = subparsers.add_parser("validate", parents=[common_options()], help="check every format rule of a safetensors or GGUF file (exit 1 if invalid)")
-    p.add_argument("file")
+    p = subparsers.add_parser(
+        "validate", parents=[common_options()],
+        help="check every format rule of a safetensors or GGUF file (exit 1 if invalid)",
+        description="Check every rule of the format (header, dtypes, offsets, coverage of the data, an index's "
+                    "shards) and list each problem and warning; exit 0 valid, 1 invalid, 2 unreadable.",
+        epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("file", help="a .safetensors or .gguf file, an index JSON, a checkpoint directory, a URL or a pipe")
 
 
 def run(args: argparse.Namespace) -> int:

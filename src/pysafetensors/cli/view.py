@@ -42,6 +42,14 @@ def _port(text: str) -> int:
     return value
 
 
+EXAMPLES = """\
+examples:
+  pysafetensors view model.safetensors
+  pysafetensors view base.safetensors finetuned.safetensors --no-browser --port 8765
+  pysafetensors view model.safetensors --export report.html --with-stats
+"""
+
+
 def add_parser(subparsers: Any) -> None:
     from ._options import common_options
 
@@ -49,6 +57,7 @@ def add_parser(subparsers: Any) -> None:
         "view", parents=[common_options()],
         help="show a checkpoint (or compare two) in the browser, or export an HTML report",
         description="Serve a page showing the checkpoint on 127.0.0.1 (Ctrl-C stops), or write it as one HTML file.",
+        epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("a", metavar="INPUT", help="file (.safetensors or .gguf), URL, index JSON or checkpoint directory")
     p.add_argument("b", metavar="INPUT2", nargs="?", help="a second checkpoint: the page shows their diff")
