@@ -91,6 +91,6 @@ def test_the_cli_guide_starts_with_an_example() -> None:
     lines = [line for line in (ROOT / "docs" / "guides" / "cli.md").read_text(encoding="utf-8").splitlines()
              if line.strip()]
     assert lines[0] == "# The command line"
-    first = [line for line in lines[1:] if not line.startswith("<!--")][0]
+    first = next(line for line in lines[1:] if not line.startswith("<!--"))
     assert first == "```console", first
     assert lines[lines.index(first) + 1].startswith("$ pysafetensors ")
