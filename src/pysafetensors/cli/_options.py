@@ -30,12 +30,9 @@ import math
 import os
 import re
 import sys
-import traceback
-import urllib.parse
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, NoReturn
+from types import MappingProxyType
+from typing import Any, NamedTuple, NoReturn
 
 from ..errors import HeaderError, MissingDependency, SafetensorError
 
@@ -184,15 +181,15 @@ def add_remote_options(p: Any, default: Any = None) -> None:
 _TRUE = {"1", "on", "yes", "true"}
 
 
-def _hf_token_file() -> Path:
+def _hf_token_file() -> str:
     """Where ``huggingface_hub`` login writes the token: $HF_TOKEN_PATH, else $HF_HOME/token, else
     $XDG_CACHE_HOME/huggingface/token, else ~/.cache/huggingface/token."""
     if os.environ.get("HF_TOKEN_PATH"):
-        return Path(os.environ["HF_TOKEN_PATH"]).expanduser()
+        return os.path.expanduser(os.environ["HF_TOKEN_PATH"])
     if os.environ.get("HF_HOME"):
-        return Path(os.environ["HF_HOME"]).expanduser() / "token"
+        return os.path.join(os.path.expanduser(os.environ["HF_HOME"]), "token")
     cache = os.environ.get("XDG_CACHE_HOME") or os.path.join("~", ".cache")
-    return Path(cache).expanduser() / "huggingface" / "token"
+    return os.path.join(os.path.expanduser(cache), "huggingface", "token")
 
 
 def hf_token() -> str | None:
@@ -205,7 +202,8 @@ def hf_token() -> str | None:
         if token:
             return token
     try:
-        token = _hf_token_file().read_text(encoding="utf-8").strip()
+        with open(_hf_token_file(), encoding="utf-8") as f:
+            token = f.read().strip()
     except (OSError, UnicodeDecodeError):
         return None
     return token or None
@@ -213,6 +211,8 @@ def hf_token() -> str | None:
 
 def _origin(url: str) -> tuple[str, str, int | None]:
     """(scheme, host, port with the scheme's default filled in), lowercased."""
+    import urllib.parse  # at run time only: --help and --version never need it
+
     parts = urllib.parse.urlsplit(url)
     scheme = parts.scheme.lower()
     try:
@@ -262,9 +262,12 @@ def _leaves(tree: Mapping[str, Any], prefix: str = "") -> Iterable[tuple[str, An
             yield f"{prefix}{k}", v
 
 
-@dataclass(frozen=True)
-class RemoteOptions:
-    """How this command line reaches remote inputs and outputs (``args.remote``).
+_NO_OPTIONS: Mapping[str, Any] = MappingProxyType({})
+
+
+class RemoteOptions(NamedTuple):
+    """How this command line reaches remote inputs and outputs (``args.remote``); immutable (a
+    NamedTuple: no dataclasses import on the way to ``--help``).
 
     Attributes:
         timeout: ``--timeout``: seconds per HTTP request, or None for the library's default.
@@ -276,7 +279,7 @@ class RemoteOptions:
 
     timeout: float | None = None
     headers: tuple[tuple[str, str], ...] = ()
-    storage_options: Mapping[str, Any] = field(default_factory=dict)
+    storage_options: Mapping[str, Any] = _NO_OPTIONS
     max_input_size: int | None = None
 
     @classmethod
@@ -396,7 +399,9 @@ def report_error(exc: BaseException, debug: bool = False, *, finding: bool = Fal
     """
     secrets = list(secrets)
     if debug and sys.stderr is not None:
-        text = "".join(traceback.format_exception(exc))
+        import traceback
+
+        text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
         for secret in secrets:
             text = text.replace(secret, "***")
         sys.stderr.write(text)
