@@ -181,6 +181,12 @@ class UnsupportedValue(SerializeError, TypeError):
     """A value passed for saving that is not a tensor, TensorSpec or buffer."""
 
 
+class NotAMapping(UnsupportedValue, ValueError):
+    """What every face's ``save``/``save_file``/``save_sharded`` and ``serialize`` raise for
+    tensors that are not a mapping: a TypeError as upstream's numpy face raises and a
+    ValueError as upstream's torch face raises."""
+
+
 class IncompleteWrite(SerializeError):
     """An incremental writer closed before every declared tensor was fully written."""
 

@@ -195,20 +195,22 @@ def _summary(cls: type[_S], ckpt: Checkpoint | GGUFCheckpoint, columns: TensorCo
 
 
 def summarize(
-    ckpt: AnyCheckpoint | str, patterns: Sequence[str] | None = None, tree: bool = False
+    ckpt: AnyCheckpoint | str, patterns: Sequence[str] | None = None, tree: bool = False, *, rows: bool = True
 ) -> Summary:
     """Everything ``inspect`` shows; counts cover the tensors ``patterns`` select.
 
     ``ckpt`` is an open :class:`Checkpoint` or :class:`GGUFCheckpoint` (left open), or anything
-    :func:`open_checkpoint` takes (a GGUF file gives a :class:`GGUFSummary`).
+    :func:`open_checkpoint` takes (a GGUF file gives a :class:`GGUFSummary`).  ``rows=False``
+    leaves ``tensors`` empty (no row object per tensor: what ``inspect`` does without
+    ``--tensors``); every other field is the same.
     """
     if isinstance(ckpt, GGUFCheckpoint):
         return _summarize_gguf(ckpt, patterns, tree)
     if not isinstance(ckpt, Checkpoint):
         with open_checkpoint(ckpt, gguf=True) as opened:
-            return summarize(opened, patterns, tree)
+            return summarize(opened, patterns, tree, rows=rows)
     columns = tensor_columns(ckpt, patterns)
-    return _summarize(ckpt, columns, columns.rows(), patterns, tree)
+    return _summarize(ckpt, columns, columns.rows() if rows else [], patterns, tree)
 
 
 def summarize_columns(ckpt: Checkpoint, patterns: Sequence[str] | None = None) -> tuple[Summary, TensorColumns]:
