@@ -18,9 +18,9 @@ from ..gguf.values import joined_text
 from ..tools import Bar, Progress, to_jsonable
 from ..tools.checkpoint import matches
 from ..tools.summary import VALUE_CHARS, shorten
-from ._options import escape_text
+from ._options import escape_text, escape_texts
 
-__all__ = ["emit", "escape_json_controls", "escape_text", "matches", "progress", "progress_factory", "render_json", "terminal_safe", "to_jsonable"]
+__all__ = ["emit", "escape_json_controls", "escape_text", "escape_texts", "matches", "progress", "progress_factory", "render_json", "terminal_safe", "to_jsonable"]
 
 
 def emit(text: str) -> None:
@@ -42,6 +42,8 @@ def terminal_safe(obj: Any) -> Any:
     if isinstance(obj, dict):
         return {terminal_safe(k): terminal_safe(v) for k, v in obj.items()}
     if isinstance(obj, list):
+        if all(type(v) is int for v in obj):  # indices, shapes, offsets: nothing to escape
+            return list(obj)
         return [terminal_safe(v) for v in obj]
     if isinstance(obj, tuple):
         return tuple(terminal_safe(v) for v in obj)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+from collections.abc import Iterator
 from typing import Any
 
 from ..tools.blocks import RepeatedBlock
@@ -18,7 +19,9 @@ from ..tools.summary import (
     MODELSPEC_PREFIX,
     GGUFMetadataEntry,
     GGUFSummary,
+    GGUFTensorRow,
     Summary,
+    TensorRow,
     gguf_value_text,
     summarize,
 )
@@ -27,6 +30,7 @@ from ._common import (
     disagreement_lines,
     emit,
     escape_text,
+    escape_texts,
     fmt_bytes,
     fmt_count,
     fmt_int,
@@ -174,7 +178,8 @@ def _count_lines(result: Summary, kind: str) -> list[str]:
     return out
 
 
-def _render_gguf(result: GGUFSummary, meta: dict[str, GGUFMetadataEntry], tensors: bool) -> list[str]:
+def _render_gguf(result: GGUFSummary, all_rows: list[TensorRow], meta: dict[str, GGUFMetadataEntry],
+                 tensors: bool) -> list[str]:
     out = [f"file:        {result.path}",
            f"format:      GGUF version {result.gguf_version}, alignment {result.alignment}"]
     if result.files:
@@ -187,11 +192,17 @@ def _render_gguf(result: GGUFSummary, meta: dict[str, GGUFMetadataEntry], tensor
         rows = [[escape_text(k), e.type, escape_text(gguf_value_text(e))] for k, e in meta.items()]
         out.extend("  " + line for line in table(rows, ["key", "type", "value"]).splitlines())
     if tensors:
-        rows = [[r.name, r.dtype, str(r.shape), str(getattr(r, "gguf_dims", "")),
-                 f"[{r.data_offsets[0]}, {r.data_offsets[1]}]", fmt_int(r.nbytes)] for r in result.tensors]
+        rows = [[name, dtype, str(r.shape), str(r.gguf_dims) if isinstance(r, GGUFTensorRow) else "",
+                 f"[{r.data_offsets[0]}, {r.data_offsets[1]}]", fmt_int(r.nbytes)]
+                for r, name, dtype in _escaped_rows(all_rows)]
         out.append("")
         out.append(table(rows, ["name", "type", "shape", "GGUF dims", "data_offsets", "bytes"], right=[5]))
     return out
+
+
+def _escaped_rows(rows: list[TensorRow]) -> Iterator[tuple[TensorRow, str, str]]:
+    """Each row with its name and dtype escaped for the terminal (the row itself as it is)."""
+    return zip(rows, escape_texts(r.name for r in rows), escape_texts(r.dtype for r in rows))
 
 
 def _trimmed(meta: dict[str, GGUFMetadataEntry]) -> dict[str, GGUFMetadataEntry]:
@@ -209,20 +220,26 @@ def render_inspect(result: Summary, fmt: str = "text", tensors: bool = False, de
         return render_json(result)
     if isinstance(result, GGUFSummary):
         meta = _trimmed(result.gguf_metadata)
-        safe = terminal_safe(dataclasses.replace(result, gguf_metadata={}))
-        out = _render_gguf(safe, meta, tensors)
-        _tree_lines(safe, out, depth)
+        # Escaped here: everything but the rows, the tree and the metadata, each escaped as it
+        # is printed (the rows and tree only when they are, and a column or line at a time).
+        safe = terminal_safe(dataclasses.replace(result, gguf_metadata={}, tensors=[], tree=None))
+        out = _render_gguf(safe, result.tensors, meta, tensors)
+        _tree_lines(result, out, depth)
         return "\n".join(out) + "\n"
-    result = terminal_safe(result)
-    out = [f"file:        {result.path}"]
-    if result.files:
-        out.append(f"shards:      {len(result.files)} ({', '.join(result.files)})")
-    out.extend(_count_lines(result, "dtype"))
-    out.extend(_block_lines(result))
-    out.extend(_metadata_lines(result))
+    safe = terminal_safe(dataclasses.replace(result, tensors=[], tree=None))
+    out = [f"file:        {safe.path}"]
+    if safe.files:
+        out.append(f"shards:      {len(safe.files)} ({', '.join(safe.files)})")
+    out.extend(_count_lines(safe, "dtype"))
+    out.extend(_block_lines(safe))
+    out.extend(_metadata_lines(safe))
     if tensors:
-        rows = [[r.name, r.dtype, str(r.shape), f"[{r.data_offsets[0]}, {r.data_offsets[1]}]", fmt_int(r.nbytes)]
-                + ([r.file or ""] if result.files else []) for r in result.tensors]
+        files = escape_texts(r.file or "" for r in result.tensors) if result.files else None
+        rows = [[name, dtype, str(r.shape), f"[{r.data_offsets[0]}, {r.data_offsets[1]}]", fmt_int(r.nbytes)]
+                for r, name, dtype in _escaped_rows(result.tensors)]
+        if files is not None:
+            for row, file in zip(rows, files):
+                row.append(file)
         head = ["name", "dtype", "shape", "data_offsets", "bytes"] + (["file"] if result.files else [])
         out.append("")
         out.append(table(rows, head, right=[4]))
@@ -231,12 +248,16 @@ def render_inspect(result: Summary, fmt: str = "text", tensors: bool = False, de
 
 
 def _tree_lines(result: Summary, out: list[str], depth: int | None) -> None:
+    """The ``tree`` section of ``result`` (not escaped: its lines are escaped here, once made,
+    so the tree's names match the blocks' paths as the file writes them)."""
     if result.tree is None:
         return
     out.append("")
     limit = f", {plural(depth, 'level')}" if depth is not None else ""
     out.append(f"tree ({plural(result.tree.parameters, 'param')}{limit}):")
-    _render_tree(result.tree, out, result.repeated_blocks or [], depth)
+    lines: list[str] = []
+    _render_tree(result.tree, lines, result.repeated_blocks or [], depth)
+    out.extend(escape_texts(lines))
 
 
 def _depth(text: str) -> int:
@@ -278,6 +299,7 @@ def add_parser(subparsers: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     tree = args.tree or args.depth is not None
     with open_input(args.file, args.remote, gguf=True) as ckpt:
-        result = summarize(ckpt, args.filter, tree=tree)
+        # The rows only where they are printed: --tensors, or --json (which has them all).
+        result = summarize(ckpt, args.filter, tree=tree, rows=args.tensors or args.json)
     emit(render_inspect(result, "json" if args.json else "text", tensors=args.tensors, depth=args.depth))
     return 0

@@ -14,6 +14,7 @@ every tensor's dims in GGUF's order and the typed metadata, values in full.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from itertools import repeat
@@ -195,20 +196,22 @@ def _summary(cls: type[_S], ckpt: Checkpoint | GGUFCheckpoint, columns: TensorCo
 
 
 def summarize(
-    ckpt: AnyCheckpoint | str, patterns: Sequence[str] | None = None, tree: bool = False
+    ckpt: AnyCheckpoint | str, patterns: Sequence[str] | None = None, tree: bool = False, *, rows: bool = True
 ) -> Summary:
     """Everything ``inspect`` shows; counts cover the tensors ``patterns`` select.
 
     ``ckpt`` is an open :class:`Checkpoint` or :class:`GGUFCheckpoint` (left open), or anything
-    :func:`open_checkpoint` takes (a GGUF file gives a :class:`GGUFSummary`).
+    :func:`open_checkpoint` takes (a GGUF file gives a :class:`GGUFSummary`).  ``rows=False``
+    leaves ``tensors`` empty (no row object per tensor: what ``inspect`` does without
+    ``--tensors``); every other field is the same.
     """
     if isinstance(ckpt, GGUFCheckpoint):
         return _summarize_gguf(ckpt, patterns, tree)
-    if not isinstance(ckpt, Checkpoint):
+    if isinstance(ckpt, (str, os.PathLike)):
         with open_checkpoint(ckpt, gguf=True) as opened:
-            return summarize(opened, patterns, tree)
+            return summarize(opened, patterns, tree, rows=rows)
     columns = tensor_columns(ckpt, patterns)
-    return _summarize(ckpt, columns, columns.rows(), patterns, tree)
+    return _summarize(ckpt, columns, columns.rows() if rows else [], patterns, tree)
 
 
 def summarize_columns(ckpt: Checkpoint, patterns: Sequence[str] | None = None) -> tuple[Summary, TensorColumns]:
