@@ -247,11 +247,11 @@ def _ratio(a: float, b: float) -> float:
 
 
 def report(ws: list[Workload]) -> str:
-    """One markdown table row per workload: medians, ratio ours/upstream (and base/upstream
-    with a baseline side), the target, best samples, CPU seconds and workload facts."""
+    """One markdown table row per workload: medians, ratio ours/upstream (and base/upstream and
+    ours/base with a baseline side), the target, best samples, CPU seconds and workload facts."""
     with_base = any("base" in w.samples for w in ws)
     head = "| # | workload | upstream s | ours s | ours/upstream |"
-    head += " base s | base/upstream |" if with_base else ""
+    head += " base s | base/upstream | ours/base |" if with_base else ""
     head += " target | best of n: up / ours (ratio) | CPU s up / ours (ratio) | extra |"
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
     for w in ws:
@@ -291,9 +291,9 @@ def report(ws: list[Workload]) -> str:
         if with_base:
             if "base" in w.samples:
                 base = median([s["seconds"] for s in w.samples["base"]])
-                row += f" {base:.4f} | {_ratio(base, up):.2f}x |"
+                row += f" {base:.4f} | {_ratio(base, up):.2f}x | {_ratio(ours, base):.2f}x |"
             else:
-                row += " - | - |"
+                row += " - | - | - |"
         lines.append(row + f" {target} | {best} | {cpu} | {'; '.join(extra)} |")
     return "\n".join(lines)
 

@@ -38,11 +38,11 @@ def test_per_call_suite_with_a_baseline_side(tmp_path: Any) -> None:
         capture_output=True, text=True, timeout=600, check=False,
     )
     assert proc.returncode == 0, proc.stderr
-    assert "| base s | base/upstream |" in proc.stdout
+    assert "| base s | base/upstream | ours/base |" in proc.stdout
     rows = [line for line in proc.stdout.splitlines() if line.startswith("| ") and line[2] in "pocs"]
     assert [r.split("|")[1].strip() for r in rows] == ["p1", "o291", "s2", "c1"]
     for r in rows:
-        assert re.search(r"\*\*\d+\.\d+x\*\* \| \d+\.\d+ \| \d+\.\d+x \|", r), r
+        assert re.search(r"\*\*\d+\.\d+x\*\* \| \d+\.\d+ \| \d+\.\d+x \| \d+\.\d+x \|", r), r
 
 
 def test_record_writes_the_run_log_with_a_checkout_root_as_baseline(tmp_path: Any) -> None:
@@ -62,6 +62,7 @@ def test_record_writes_the_run_log_with_a_checkout_root_as_baseline(tmp_path: An
                   "; base ", "**Run**: "):
         assert field in text, field
     assert os.fspath(root / "src") in text  # the checkout's root resolved to its src/
+    assert "| base s | base/upstream | ours/base |" in text
     table = [line for line in proc.stdout.splitlines() if line.startswith("| ")]
     assert table and all(line in text for line in table)  # the printed table, as printed
     samples = dict(re.findall(r"^\| 5 \| (upstream|ours|base) \| ([\d. ]+) \|$", text, re.MULTILINE))

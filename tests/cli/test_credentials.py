@@ -176,3 +176,37 @@ def test_is_hf_url(clean_env: pytest.MonkeyPatch) -> None:
     assert not is_hf_url("https://evil.example/huggingface.co")
     clean_env.setenv("HF_ENDPOINT", "https://hub.internal:8443")
     assert is_hf_url("https://hub.internal:8443/x") and not is_hf_url("https://hub.internal/x")
+
+
+@pytest.mark.parametrize("command", ["inspect", "validate", "convert"])
+def test_max_input_size_reaches_the_library(sample: Path, tmp_path: Path, command: str) -> None:
+    import os
+    import subprocess
+    import sys
+
+    src = Path(__file__).resolve().parents[2] / "src"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(src), os.environ.get("PYTHONPATH", "")])}
+    extra = [str(tmp_path / "out.safetensors")] if command == "convert" else []
+    data = sample.read_bytes()
+    if command == "convert":  # convert reads pickles and numpy files, not safetensors
+        import numpy as np
+
+        np.savez(tmp_path / "in.npz", w=np.arange(100, dtype=np.float32))
+        data = (tmp_path / "in.npz").read_bytes()
+    assert len(data) > 200
+    base = [sys.executable, "-m", "pysafetensors", command, "/dev/stdin", *extra]
+    small = subprocess.run([*base, "--max-input-size", "200"], input=data, capture_output=True, env=env,
+                           timeout=120, check=False)
+    assert small.returncode == 2, small.stderr
+    assert b"--max-input-size" in small.stderr
+    large = subprocess.run([*base, "--max-input-size", "10MB"], input=data, capture_output=True, env=env,
+                           timeout=120, check=False)
+    assert large.returncode == 0, large.stderr
+
+
+def test_max_input_size_takes_decimal_units() -> None:
+    r = run_cli("inspect", "x.safetensors", "--max-input-size", "lots")
+    assert r.code == 2 and "5GB" in r.err
+    from pysafetensors.cli._options import _size
+
+    assert _size("5GB") == 5 * 10**9 and _size("500MB") == 500 * 10**6 and _size("1234") == 1234

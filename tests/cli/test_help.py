@@ -82,6 +82,14 @@ def test_command_in_finds_the_command_past_options_and_their_values() -> None:
     assert cli_main.command_in(["nonsense", "inspect"]) is None
 
 
+def test_a_command_hidden_from_the_scan_still_runs(sample: Path) -> None:
+    # "-qH" is one cluster taking a value: the scan takes that value for the command's name.
+    assert cli_main.command_in(["-qH", "X-A: b", "inspect", str(sample)]) is None
+    r = run_cli("-qH", "X-A: b", "inspect", sample, "--json")
+    assert r.code == 0, r.err
+    assert json.loads(r.out)["tensor_count"] > 0
+
+
 def test_the_reference_page_holds_every_description_and_example() -> None:
     spec = importlib.util.spec_from_file_location("cli_reference", ROOT / "docs" / "_hooks" / "cli_reference.py")
     assert spec is not None and spec.loader is not None

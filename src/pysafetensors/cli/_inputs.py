@@ -11,10 +11,8 @@ tools, which take either kind.
 
 from __future__ import annotations
 
-import functools
-import inspect
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any, Literal, overload
 
 from ..tools.checkpoint import (
@@ -28,17 +26,6 @@ from ..tools.checkpoint import (
 from ._options import RemoteOptions
 
 Input = Checkpoint
-
-
-@functools.cache
-def accepts_keyword(func: Callable[..., Any], name: str) -> bool:
-    """Whether ``func`` takes the keyword argument ``name`` (an option the library may not have
-    in every build, such as ``max_input_size``: passed only where it is understood)."""
-    try:
-        params = inspect.signature(func).parameters
-    except (TypeError, ValueError):
-        return False
-    return name in params or any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
 
 
 @overload
@@ -60,11 +47,8 @@ def open_input(path: str | os.PathLike[str], remote: RemoteOptions | None = None
     are added on top of what it gives ``path``."""
     remote = remote or RemoteOptions()
     options = {**remote.for_path(path), **(storage_options or {})}
-    more: dict[str, Any] = {}
-    if remote.max_input_size is not None and accepts_keyword(open_checkpoint, "max_input_size"):
-        more["max_input_size"] = remote.max_input_size
-    return open_checkpoint(path, options or None, gguf=gguf, gguf_layout=gguf_layout, **more)
+    return open_checkpoint(path, options or None, gguf=gguf, gguf_layout=gguf_layout,
+                           max_input_size=remote.max_input_size)
 
 
-__all__ = ["GGUFCheckpoint", "Input", "RangedBytes", "TensorBytes", "accepts_keyword", "is_sharded_path",
-           "open_input"]
+__all__ = ["GGUFCheckpoint", "Input", "RangedBytes", "TensorBytes", "is_sharded_path", "open_input"]

@@ -119,6 +119,7 @@ def run(args: argparse.Namespace) -> int:
             args.input, args.output, key=args.key, verify=args.verify,
             metadata=parse_assignments(args.metadata, "--metadata"), dtype=args.dtype, hf_names=args.hf_names,
             progress=progress_factory(args), storage_options=args.remote.for_path(args.input) or None,
+            max_input_size=args.remote.max_input_size,
         )
     except VerificationFailed as e:
         sys.stdout.write(render(e.report, as_json=as_json))  # type: ignore[attr-defined]

@@ -149,6 +149,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser = build_parser(command_in(args_list))
         try:
             args = parser.parse_args(args_list)
+            if getattr(args, "_run", None) is None and getattr(args, "command", None) in COMMANDS:
+                # argparse found a command command_in did not (an option cluster such as -qH
+                # hid it): parse again with that command's own parser.
+                parser = build_parser(args.command)
+                args = parser.parse_args(args_list)
         except SystemExit as e:  # --help / --version
             return int(e.code or 0) if not isinstance(e.code, str) else 2
         if getattr(args, "_run", None) is None:

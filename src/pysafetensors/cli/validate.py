@@ -19,8 +19,9 @@ __all__ = ["Problem", "ValidateResult", "add_parser", "compute_validate", "rende
 
 def compute_validate(path: str, remote: RemoteOptions | None = None) -> ValidateResult:
     """``validate``'s result for ``path``, with the options the command line gave (``args.remote``:
-    ``--timeout``, ``-H``, ``-o``)."""
-    r = validate(path, (remote or RemoteOptions()).for_path(path))
+    ``--timeout``, ``-H``, ``-o``, ``--max-input-size``)."""
+    remote = remote or RemoteOptions()
+    r = validate(path, remote.for_path(path), max_input_size=remote.max_input_size)
     r.path = redact_url(r.path)  # a signed URL's query string or a password is never printed
     return r
 
