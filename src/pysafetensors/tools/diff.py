@@ -537,7 +537,8 @@ class _Stream:
     def values(self, key: str) -> TensorBytes:
         """One tensor's values (a GGUF's dequantized, in Hugging Face row order when mapped)."""
         if self.mapped_file is not None:
-            return mapped_bytes(self.mapped_file.file, self.mapped[key])
+            data: TensorBytes = mapped_bytes(self.mapped_file.file, self.mapped[key])
+            return data
         return self.ckpt.data(self.name(key))
 
     def stored(self, key: str) -> TensorBytes | None:
