@@ -34,7 +34,7 @@ from .checkpoint import (
     matches,
     open_checkpoint,
 )
-from .tree import TreeNode, prefix_groups, tree_nodes
+from .tree import PrefixGroups, TreeNode, prefix_groups, tree_nodes
 
 MODELSPEC_PREFIX = "modelspec."
 #: how a GGUF metadata value is shown (``inspect``'s text and the viewer): an array's first
@@ -76,6 +76,9 @@ class Summary(JsonResult):
     # The numbered groups that repeat one block (tools.blocks); None where not computed (the
     # viewer's first answer, which sends them with the tensors).
     repeated_blocks: list[RepeatedBlock] | None = None
+    # The selected tensors' grouping and columns the blocks and tree were made from (None where
+    # neither was): what ``inspect`` draws its tree from, node objects made only for what it shows.
+    _groups: tuple[PrefixGroups, TensorColumns] | None = field(default=None, repr=False, compare=False)
 
 
 @dataclass
@@ -167,8 +170,10 @@ def _summary(cls: type[_S], ckpt: Checkpoint | GGUFCheckpoint, columns: TensorCo
     columns only); ``fields`` give the rest.  ``blocks``: find the repeated blocks (else None)."""
     found: list[RepeatedBlock] | None = None
     root = None
+    grouped = None
     if blocks or tree:
         groups = prefix_groups(columns.name, columns.parameters, columns.nbytes)
+        grouped = (groups, columns)
         found = reported(find_blocks(groups, columns.name, columns.dtype, columns.shape)) if blocks else None
         if tree:
             root = tree_nodes(groups, columns.name, columns.dtype, columns.shape, columns.parameters, columns.nbytes)
@@ -190,6 +195,7 @@ def _summary(cls: type[_S], ckpt: Checkpoint | GGUFCheckpoint, columns: TensorCo
         total_tensor_count=ckpt.tensor_count,
         tree=root,
         repeated_blocks=found,
+        _groups=grouped,
         **fields,
     )
 
