@@ -26,27 +26,36 @@ from itertools import filterfalse
 from typing import Any, Protocol
 
 from ..format._gcpause import paused_gc
+from ..format.header import TensorInfo
 from ._base import JsonResult
 
 MAX_DEPTH = 64
 
 
-class TensorLike(Protocol):
-    """What a tree needs of a tensor: a TensorRow (``dtype`` a code, ``parameters``) or a
-    TensorInfo (``dtype`` a DType, ``nelements``)."""
+class TensorRowLike(Protocol):
+    """What a tree needs of a tensor row (a TensorRow): ``dtype`` a code, ``parameters``."""
 
     @property
     def name(self) -> str: ...
     @property
+    def dtype(self) -> str: ...
+    @property
     def shape(self) -> Sequence[int]: ...
     @property
     def nbytes(self) -> int: ...
+    @property
+    def parameters(self) -> int: ...
 
 
-def _facts(row: Any) -> tuple[str, int]:
-    dtype = getattr(row.dtype, "code", row.dtype)
-    params = row.parameters if hasattr(row, "parameters") else row.nelements
-    return str(dtype), int(params)
+#: a row, or a header entry (``dtype`` a DType, ``nelements``)
+TensorLike = TensorRowLike | TensorInfo
+
+
+def _facts(row: TensorLike) -> tuple[str, int]:
+    """A tensor's dtype code and parameter count."""
+    if isinstance(row, TensorInfo):
+        return row.dtype.code, row.nelements
+    return row.dtype, row.parameters
 
 
 @dataclass
