@@ -139,7 +139,7 @@ def _part_ranks(distinct: set[str]) -> dict[str, int]:
     if mixed:
         ordered += mixed
         ordered.sort(key=natural_key)
-    return {p: r for r, p in enumerate(ordered)}
+    return dict(zip(ordered, range(len(ordered))))
 
 
 def _natural_order(names: Sequence[str]) -> tuple[list[int], list[list[str]]]:
