@@ -116,6 +116,7 @@ def natural_order(names: Sequence[str]) -> list[int]:
 
 #: a part of ASCII digits only, short enough to rank by its value as an ``int``
 _NUMBER = re.compile("[0-9]{1,18}")
+_PADDED = re.compile("^0.", re.MULTILINE)
 
 
 def _part_ranks(distinct: set[str]) -> dict[str, int]:
@@ -132,7 +133,8 @@ def _part_ranks(distinct: set[str]) -> dict[str, int]:
     others = distinct.difference(numbers)
     words = list(filterfalse(_DIGITS.search, others))
     mixed = list(filter(_DIGITS.search, others))
-    numbers.sort()  # ties of value (leading zeros) by the part: the sort by value below keeps them
+    if _PADDED.search("\n".join(numbers)):  # equal values (leading zeros): ties by the part,
+        numbers.sort()  # which the sort by value below keeps
     numbers.sort(key=int)
     words.sort()  # "" (the key ()) first: it is a prefix of every other part
     ordered = numbers + words if not words or words[0] else ["", *numbers, *words[1:]]
