@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from itertools import repeat
+from itertools import compress, repeat
 from math import prod
 from operator import attrgetter, itemgetter, sub
 from typing import Any, TypeVar
@@ -177,11 +177,12 @@ def _summary(cls: type[_S], ckpt: Checkpoint | GGUFCheckpoint, columns: TensorCo
         found = reported(find_blocks(groups, columns.name, columns.dtype, columns.shape)) if blocks else None
         if tree:
             root = tree_nodes(groups, columns.name, columns.dtype, columns.shape, columns.parameters, columns.nbytes)
+    # Per dtype, a pass in C over the columns for each of the (few) dtypes, not a Python loop per tensor.
     by_dtype: dict[str, int] = {}
     bytes_by: dict[str, int] = {}
-    for dtype, params, nbytes in zip(columns.dtype, columns.parameters, columns.nbytes):
-        by_dtype[dtype] = by_dtype.get(dtype, 0) + params
-        bytes_by[dtype] = bytes_by.get(dtype, 0) + nbytes
+    for dtype in set(columns.dtype):
+        by_dtype[dtype] = sum(compress(columns.parameters, map(dtype.__eq__, columns.dtype)))
+        bytes_by[dtype] = sum(compress(columns.nbytes, map(dtype.__eq__, columns.dtype)))
     return cls(
         path=ckpt.path,
         file_size=ckpt.file_size,
