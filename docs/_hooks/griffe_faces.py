@@ -1,4 +1,4 @@
-"""griffe extension: the functions of the flax, tensorflow, paddle and mlx faces, for the API reference.
+"""griffe extension: the functions of the faces (numpy, torch, flax, ...), for the API reference.
 
 Those modules make their public functions with one call,
 ``save, save_file, save_sharded, load, load_file = declare(__name__, adapter, framework=..., ...)``
@@ -30,6 +30,14 @@ def _declare_call(node: ast.AST) -> tuple[ast.Assign, ast.Call] | None:
     return None
 
 
+def _literal(node: ast.expr) -> bool:
+    try:
+        ast.literal_eval(node)
+    except ValueError:
+        return False
+    return True
+
+
 def _parameter(p: inspect.Parameter) -> griffe.Parameter:
     annotation = None if p.annotation is p.empty else str(p.annotation)
     default = None if p.default is p.empty else repr(p.default)
@@ -48,7 +56,9 @@ class DeclaredFaces(griffe.Extension):
         (targets,) = assign.targets
         assert isinstance(targets, ast.Tuple), ast.dump(assign)
         names = [t.id for t in targets.elts if isinstance(t, ast.Name)]
-        options = {k.arg: ast.literal_eval(k.value) for k in call.keywords if k.arg}
+        # Literal options shape signatures and docstrings; the others (``check``, ``storage_id``)
+        # are callables used only when a function runs.
+        options = {k.arg: ast.literal_eval(k.value) for k in call.keywords if k.arg and _literal(k.value)}
         if SRC not in sys.path:
             sys.path.insert(0, SRC)
         from pysafetensors._face import declare

@@ -14,7 +14,7 @@ from .format._gcpause import paused_gc
 from .format.dtypes import DType, by_buffer_format, by_code, by_spec_name
 from .format.layout import as_shape
 from .handle import open_bytes
-from .writer import DTypeLike, IncrementalWriter, WriteItem, write_bytes, write_file
+from .writer import DTypeLike, IncrementalWriter, WriteItem, tensor_mapping, write_bytes, write_file
 
 
 class TensorSpec:
@@ -108,9 +108,7 @@ def _item(name: Any, value: Any) -> WriteItem:
 
 
 def _items(tensor_dict: Mapping[str, Any]) -> list[WriteItem]:
-    if not isinstance(tensor_dict, Mapping):
-        raise UnsupportedValue(f"expected a dict of tensors, got {type(tensor_dict).__name__}")
-    return [_item(k, v) for k, v in tensor_dict.items()]
+    return [_item(k, v) for k, v in tensor_mapping(tensor_dict).items()]
 
 
 @paused_gc()

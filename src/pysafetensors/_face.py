@@ -1,26 +1,24 @@
-"""One framework face, declared once: what flax, tensorflow, paddle and mlx share.
+"""One framework face, declared once: what numpy, torch, flax, tensorflow, paddle and mlx share.
 
 A face module is upstream's public functions over one adapter (``_adapters/<name>.py``).
-``declare`` builds them with numpy.py's and torch.py's signatures: upstream's parameters
-first, then ours keyword-only (``alignment``, ``durable``, ``backend``, ``threads``), plus
-``save_sharded``.  The caller's dict is only read, never rewritten (upstream's flax and
+``declare`` builds them with upstream's signatures: upstream's parameters first, then ours
+keyword-only (``alignment``, ``durable``, ``backend``, ``threads``, ``storage_options``),
+plus ``save_sharded``.  The caller's dict is only read, never rewritten (upstream's flax and
 tensorflow faces replace its values with numpy arrays).
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping
+import types
+from collections.abc import Callable, Collection, Hashable, Mapping
 from types import ModuleType
-from typing import Any, NamedTuple, Protocol
+from typing import Any, NamedTuple, Protocol, cast
 
-from . import numpy  # noqa: F401 - re-exported by the faces, as upstream's import it
-from ._api import TensorSpec, deserialize, serialize, serialize_file  # noqa: F401 - re-exported by paddle
 from ._device import parse_device
-from .errors import UnsupportedValue
 from .format._gcpause import paused_gc
 from .handle import open_bytes, safe_open
-from .writer import WriteItem, write_bytes, write_file
+from .writer import WriteItem, tensor_mapping, write_bytes, write_file
 
 
 class Save(Protocol):
@@ -66,12 +64,25 @@ class LoadOnDevice(Protocol):
 
 
 class LoadFile(Protocol):
-    def __call__(self, filename: Any, *, backend: str | None = ..., threads: int | None = ...) -> dict[str, Any]: ...
+    def __call__(
+        self,
+        filename: Any,
+        *,
+        backend: str | None = ...,
+        threads: int | None = ...,
+        storage_options: Mapping[str, Any] | None = ...,
+    ) -> dict[str, Any]: ...
 
 
 class LoadFileOnDevice(Protocol):
     def __call__(
-        self, filename: Any, device: Any = ..., *, backend: str | None = ..., threads: int | None = ...
+        self,
+        filename: Any,
+        device: Any = ...,
+        *,
+        backend: str | None = ...,
+        threads: int | None = ...,
+        storage_options: Mapping[str, Any] | None = ...,
     ) -> dict[str, Any]: ...
 
 
@@ -83,25 +94,61 @@ class Face(NamedTuple):
     load_file: LoadFile | LoadFileOnDevice
 
 
-def declare(module: str, adapter: ModuleType, *, framework: str, kind: str, what: str, devices: bool = False) -> Face:
+def _first_parameter_named(function: Callable[..., Any], name: str) -> Callable[..., Any]:
+    """``function`` with its first parameter renamed to ``name`` (upstream's numpy face calls
+    it ``tensor_dict``, the others ``tensors``; callers may pass it by keyword).  The code
+    object is the same but for that name, so calls cost nothing extra."""
+    code = function.__code__
+    old = code.co_varnames[0]
+    if old == name:
+        return function
+    renamed = types.FunctionType(
+        code.replace(co_varnames=(name, *code.co_varnames[1:])),
+        function.__globals__,
+        function.__name__,
+        function.__defaults__,
+        function.__closure__,
+    )
+    renamed.__kwdefaults__ = function.__kwdefaults__
+    renamed.__annotations__ = {name if k == old else k: v for k, v in function.__annotations__.items()}
+    return renamed
+
+
+def declare(
+    module: str,
+    adapter: ModuleType,
+    *,
+    framework: str,
+    kind: str,
+    what: str,
+    devices: Collection[str] = (),
+    argument: str = "tensors",
+    check: Callable[[Mapping[str, Any]], None] | None = None,
+    storage_id: Callable[[Any], Hashable | None] | None = None,
+    shard_format: str | None = None,
+    docs: Mapping[str, str] | None = None,
+) -> Face:
     """The public functions of the face module ``module`` over ``adapter``.
 
     ``framework`` is the ``safe_open`` name loads go through; ``kind`` names one tensor in
-    error messages (``"jax.Array"``), ``what`` several in docstrings (``"jax arrays"``).
-    ``devices=True`` gives ``load``/``load_file`` upstream paddle's ``device`` parameter;
-    the other faces load on the CPU only, as upstream's do, and take none.
+    docstrings' default wording, ``what`` several (``"jax arrays"``).  ``devices`` names the
+    functions (``"load"``, ``"load_file"``) that take upstream's ``device`` parameter; the
+    others load on the CPU only.  ``argument`` is the name of the tensors' parameter.
+    ``check(tensors)`` runs before anything is written (torch's shared-memory rules);
+    ``storage_id(tensor)`` keeps tensors over one buffer in one shard (None: no buffer to
+    share); ``shard_format`` is the ``format`` every shard's header records; ``docs``
+    replaces default docstrings by function name.
     """
 
     def items(tensors: Mapping[str, Any]) -> list[WriteItem]:
-        if not isinstance(tensors, Mapping):
-            raise UnsupportedValue(f"Expected a dict of [str, {kind}] but received {type(tensors)}")
+        tensors = tensor_mapping(tensors)
+        if check is not None:
+            check(tensors)
         return [adapter.to_write_item(name, value) for name, value in tensors.items()]
 
-    @paused_gc()
     def save(tensors: Mapping[str, Any], metadata: Mapping[str, str] | None = None, *, alignment: int = 8) -> bytes:
         return write_bytes(items(tensors), metadata, alignment)
 
-    @paused_gc()
     def save_file(
         tensors: Mapping[str, Any],
         filename: str | os.PathLike[str],
@@ -113,7 +160,6 @@ def declare(module: str, adapter: ModuleType, *, framework: str, kind: str, what
     ) -> None:
         write_file(items(tensors), filename, metadata, alignment, durable=durable, storage_options=storage_options)
 
-    @paused_gc()
     def save_sharded(
         tensors: Mapping[str, Any],
         directory: str | os.PathLike[str],
@@ -125,57 +171,82 @@ def declare(module: str, adapter: ModuleType, *, framework: str, kind: str, what
         durable: bool | None = None,
         storage_options: Mapping[str, Any] | None = None,
     ) -> str:
-        # No storage ids: these faces write every tensor in full (views are materialized),
-        # so two tensors over one buffer may land in different shards without losing anything.
         from .sharded import write_sharded
 
+        written = items(tensors)
+        ids: dict[str, Hashable] | None = None
+        if storage_id is not None:
+            ids = {k: i for k, v in tensors.items() if (i := storage_id(v)) is not None}
         return write_sharded(
-            items(tensors), directory, max_shard_size=max_shard_size, metadata=metadata,
-            basename=basename, variant=variant, durable=durable, storage_options=storage_options,
+            written, directory, max_shard_size=max_shard_size, metadata=metadata,
+            shard_metadata=None if shard_format is None else {"format": shard_format, **dict(metadata or {})},
+            storage_ids=ids, basename=basename, variant=variant, durable=durable, storage_options=storage_options,
         )
 
-    @paused_gc()
     def load_on(data: bytes, device: Any = "cpu") -> dict[str, Any]:
         dev = parse_device(device)
         adapter.check_device(dev)
         return {raw.name: adapter.from_raw(raw, dev) for raw in open_bytes(data).raw_all()}
 
-    @paused_gc()
     def load_file_on(
-        filename: Any, device: Any = "cpu", *, backend: str | None = None, threads: int | None = None
+        filename: Any,
+        device: Any = "cpu",
+        *,
+        backend: str | None = None,
+        threads: int | None = None,
+        storage_options: Mapping[str, Any] | None = None,
     ) -> dict[str, Any]:
-        with safe_open(filename, framework=framework, device=device, backend=backend) as f:
+        with safe_open(
+            filename, framework=framework, device=device, backend=backend, storage_options=storage_options
+        ) as f:
             return f.get_tensors(threads=threads)
 
     def load(data: bytes) -> dict[str, Any]:
         return load_on(data)
 
-    def load_file(filename: Any, *, backend: str | None = None, threads: int | None = None) -> dict[str, Any]:
-        return load_file_on(filename, backend=backend, threads=threads)
+    def load_file(
+        filename: Any,
+        *,
+        backend: str | None = None,
+        threads: int | None = None,
+        storage_options: Mapping[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        return load_file_on(filename, backend=backend, threads=threads, storage_options=storage_options)
 
-    where = "on ``device``" if devices else "on the CPU"
-    docs: dict[str, tuple[Callable[..., Any], str]] = {
-        "save": (save, f"""Serialize {what} to safetensors bytes (``alignment``: a multiple of 8 the
-    data region starts on)."""),
-        "save_file": (save_file, f"""Save {what} to ``filename`` atomically (temp file + rename),
+    def where(function: str) -> str:
+        return "on ``device``" if function in devices else "on the CPU"
+
+    default_docs = {
+        "save": f"""Serialize {what} to safetensors bytes (``alignment``: a multiple of 8 the
+    data region starts on).""",
+        "save_file": f"""Save {what} to ``filename`` atomically (temp file + rename),
     streaming one tensor at a time; ``durable=True`` fsyncs before the rename (default:
     ``PYSAFETENSORS_DURABLE``, else off).  ``filename`` may be an fsspec URL (``s3://...``;
-    ``storage_options`` for its filesystem): streamed, published only when complete."""),
-        "save_sharded": (save_sharded, f"""Save {what} as a Hugging Face sharded checkpoint in ``directory``.
+    ``storage_options`` for its filesystem): streamed, published only when complete.""",
+        "save_sharded": f"""Save {what} as a Hugging Face sharded checkpoint in ``directory``.
 
     ``model-00001-of-00003.safetensors`` ... plus ``model.safetensors.index.json`` (a single
     shard is a plain ``model.safetensors``); ``max_shard_size`` is bytes or "5GB"/"500MB"
     (decimal units), filled greedily in key order; ``variant="fp16"`` gives
     ``model.fp16-00001-of-00003.safetensors``.  ``directory`` may be an fsspec URL prefix
     (``s3://bucket/ckpt/``; ``storage_options`` for its filesystem).  Returns the index path
-    (or the file's)."""),
-        "load": (load_on if devices else load, f"""Load {what} from safetensors bytes, {where}."""),
-        "load_file": (load_file_on if devices else load_file, f"""Load every tensor of a file as {what}
-    {where}, in file order.  ``filename`` may also be a URL, an index or a checkpoint
-    directory (as for ``safe_open``); ``threads``: parallel reads for ``backend="pread"``."""),
+    (or the file's).""",
+        "load": f"""Load {what} from safetensors bytes, {where("load")}.""",
+        "load_file": f"""Load every tensor of a file as {what}
+    {where("load_file")}, in file order.  ``filename`` may also be a URL, an index or a checkpoint
+    directory (as for ``safe_open``, ``storage_options`` for a remote one); ``threads``:
+    parallel reads for ``backend="pread"``.""",
     }
-    for name, (function, doc) in docs.items():
+    functions: dict[str, Callable[..., Any]] = {
+        "save": _first_parameter_named(save, argument),
+        "save_file": _first_parameter_named(save_file, argument),
+        "save_sharded": _first_parameter_named(save_sharded, argument),
+        "load": load_on if "load" in devices else load,
+        "load_file": load_file_on if "load_file" in devices else load_file,
+    }
+    for name, function in functions.items():
         function.__module__ = module
         function.__name__ = function.__qualname__ = name
-        function.__doc__ = doc
-    return Face(save, save_file, save_sharded, docs["load"][0], docs["load_file"][0])
+        function.__doc__ = (docs or {}).get(name, default_docs[name])
+        functions[name] = paused_gc()(function)
+    return Face(*(cast(Any, functions[name]) for name in Face._fields))

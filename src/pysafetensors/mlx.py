@@ -7,8 +7,10 @@ caller's dict is left untouched.
 
 from __future__ import annotations
 
+from . import numpy  # noqa: F401 - upstream's module has it
 from ._adapters import mlx as _adapter
-from ._face import declare, numpy, safe_open  # noqa: F401 - upstream's module has them
+from ._face import declare
+from .handle import safe_open  # noqa: F401 - upstream's module has it
 
 __all__ = ["load", "load_file", "save", "save_file", "save_sharded"]
 

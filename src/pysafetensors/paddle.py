@@ -9,11 +9,14 @@ is left untouched.
 
 from __future__ import annotations
 
+from . import numpy  # noqa: F401 - upstream's module has it
 from ._adapters import paddle as _adapter
-from ._face import TensorSpec, declare, deserialize, numpy, safe_open, serialize, serialize_file  # noqa: F401 - upstream's module has them
+from ._api import TensorSpec, deserialize, serialize, serialize_file  # noqa: F401 - upstream's module has them
+from ._face import declare
+from .handle import safe_open  # noqa: F401 - upstream's module has it
 
 __all__ = ["load", "load_file", "save", "save_file", "save_sharded"]
 
 save, save_file, save_sharded, load, load_file = declare(
-    __name__, _adapter, framework="paddle", kind="paddle.Tensor", what="paddle tensors", devices=True
+    __name__, _adapter, framework="paddle", kind="paddle.Tensor", what="paddle tensors", devices=("load", "load_file")
 )

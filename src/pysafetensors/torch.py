@@ -12,15 +12,13 @@ from collections import defaultdict
 from collections.abc import Mapping
 from typing import Any
 
-from ._adapters.torch import dtype_of, to_torch, to_write_item, torch_dtype
+from ._adapters import torch as _adapter
 from ._api import TensorSpec, deserialize, serialize, serialize_file  # noqa: F401 - upstream's module has them
 from ._device import parse_device
+from ._face import declare
 from ._optional import require
 from .errors import UnknownDtype, UnsupportedDtype
-from .format._gcpause import paused_gc
 from .format.dtypes import by_code
-from .handle import open_bytes, safe_open
-from .writer import write_bytes, write_file
 
 torch = require("torch", "torch")
 
@@ -41,7 +39,7 @@ __all__ = [
 
 
 def _itemsize(tensor: Any) -> int:
-    return dtype_of(tensor).itemsize  # float4_e2m1fn_x2: one byte per (paired) element
+    return _adapter.dtype_of(tensor).itemsize  # float4_e2m1fn_x2: one byte per (paired) element
 
 
 def storage_ptr(tensor: Any) -> int:
@@ -70,7 +68,7 @@ def _getdtype(dtype_str: str) -> Any:
     """The torch dtype a header code (``"F32"``) loads as; KeyError when torch has none, as
     upstream's table lookup (torch.distributed.checkpoint calls this helper)."""
     try:
-        return torch_dtype(by_code(dtype_str))
+        return _adapter.torch_dtype(by_code(dtype_str))
     except (UnknownDtype, UnsupportedDtype):
         raise KeyError(dtype_str) from None
 
@@ -164,9 +162,9 @@ def _remove_duplicate_names(
 # --- save ---------------------------------------------------------------------------------
 
 
-def _evaluate_tensors_for_save(tensors: Any) -> None:
-    if not isinstance(tensors, dict):
-        raise ValueError(f"Expected a dict of [str, torch.Tensor] but received {type(tensors)}")  # noqa: TRY004 - upstream's type
+def _evaluate_tensors_for_save(tensors: Mapping[str, Any]) -> None:
+    """Upstream's rules for what the torch face saves: tensors only, dense, contiguous, and
+    no two sharing memory."""
     sparse = []
     for k, v in tensors.items():
         if not isinstance(v, torch.Tensor):
@@ -188,11 +186,6 @@ def _evaluate_tensors_for_save(tensors: Any) -> None:
             More information at https://huggingface.co/docs/safetensors/torch_shared_tensors
             """
         )
-
-
-def _items(tensors: Any) -> list[Any]:
-    _evaluate_tensors_for_save(tensors)
-    items = []
     for k, v in tensors.items():
         if not v.is_contiguous():
             raise ValueError(
@@ -201,32 +194,44 @@ def _items(tensors: Any) -> list[Any]:
                 " only the full tensors, and reslice at load time, or simply call `.contiguous()` on your tensor to"
                 " pack it before saving."
             )
-        items.append(to_write_item(k, v))
-    return items
 
 
-@paused_gc()
-def save(tensors: dict[str, Any], metadata: Mapping[str, str] | None = None, *, alignment: int = 8) -> bytes:
-    """Serialize tensors to safetensors bytes."""
-    return write_bytes(_items(tensors), metadata, alignment)
+def _storage_id(tensor: Any) -> tuple[str, int] | None:
+    ptr = storage_ptr(tensor)
+    return (str(tensor.device), ptr) if ptr != 0 else None
 
 
-@paused_gc()
-def save_file(
-    tensors: dict[str, Any],
-    filename: str | os.PathLike[str],
-    metadata: Mapping[str, str] | None = None,
-    *,
-    alignment: int = 8,
-    durable: bool | None = None,
-    storage_options: Mapping[str, Any] | None = None,
-) -> None:
-    """Save tensors to ``filename``: streamed from the tensors' memory, atomic rename.
+save, save_file, save_sharded, load, load_file = declare(
+    __name__,
+    _adapter,
+    framework="pt",
+    kind="torch.Tensor",
+    what="tensors",
+    devices=("load_file",),
+    check=_evaluate_tensors_for_save,
+    storage_id=_storage_id,
+    shard_format="pt",
+    docs={
+        "save": """Serialize tensors to safetensors bytes.""",
+        "save_file": """Save tensors to ``filename``: streamed from the tensors' memory, atomic rename.
     ``alignment`` (multiple of 8, e.g. 4096) places the data region on that boundary;
     ``durable=True`` fsyncs before the rename (default: ``PYSAFETENSORS_DURABLE``, else off).
     ``filename`` may be an fsspec URL (``s3://...``; ``storage_options`` for its filesystem):
-    streamed to the store, published only when complete."""
-    write_file(_items(tensors), filename, metadata, alignment, durable=durable, storage_options=storage_options)
+    streamed to the store, published only when complete.""",
+        "save_sharded": """Save tensors as a Hugging Face sharded checkpoint in ``directory`` (as save_pretrained does;
+    a path, or an fsspec URL prefix such as ``s3://bucket/ckpt/`` with ``storage_options``).
+
+    ``model-00001-of-00003.safetensors`` ... plus ``model.safetensors.index.json`` (a single
+    shard is a plain ``model.safetensors``); every shard's header gets ``{"format": "pt"}``
+    plus ``metadata``, the index ``{"total_size": ...}`` plus ``metadata``.  ``max_shard_size`` is bytes or "5GB"/"500MB" (decimal
+    units); greedy in key order; tensors viewing one storage stay in one shard (tensors that
+    overlap are refused, as by save_file).  Returns the index path (or the single file's path).""",
+        "load": """Load tensors from safetensors bytes (CPU).""",
+        "load_file": """Load every tensor of a file onto ``device``, in file order.
+    ``threads``: parallel reads for ``backend="pread"`` and CUDA staging (default: CPUs available);
+    ``storage_options`` for a remote ``filename``.""",
+    },
+)
 
 
 def save_model(
@@ -258,61 +263,6 @@ def save_model(
         raise ValueError(
             str(e) + " Or use save_model(..., force_contiguous=True), read the docs for potential caveats."
         ) from e
-
-
-@paused_gc()
-def save_sharded(
-    tensors: dict[str, Any],
-    directory: str | os.PathLike[str],
-    max_shard_size: int | str = "5GB",
-    metadata: Mapping[str, str] | None = None,
-    *,
-    variant: str | None = None,
-    basename: str = "model",
-    durable: bool | None = None,
-    storage_options: Mapping[str, Any] | None = None,
-) -> str:
-    """Save tensors as a Hugging Face sharded checkpoint in ``directory`` (as save_pretrained does;
-    a path, or an fsspec URL prefix such as ``s3://bucket/ckpt/`` with ``storage_options``).
-
-    ``model-00001-of-00003.safetensors`` ... plus ``model.safetensors.index.json`` (a single
-    shard is a plain ``model.safetensors``); every shard's header gets ``{"format": "pt"}``
-    plus ``metadata``, the index ``{"total_size": ...}`` plus ``metadata``.  ``max_shard_size`` is bytes or "5GB"/"500MB" (decimal
-    units); greedy in key order; tensors viewing one storage stay in one shard (tensors that
-    overlap are refused, as by save_file).  Returns the index path (or the single file's path).
-    """
-    from .sharded import write_sharded
-
-    items = _items(tensors)
-    ids = {k: (str(v.device), storage_ptr(v)) for k, v in tensors.items() if storage_ptr(v) != 0}
-    return write_sharded(
-        items,
-        directory,
-        max_shard_size=max_shard_size,
-        metadata=metadata,
-        shard_metadata={"format": "pt", **dict(metadata or {})},
-        storage_ids=ids,
-        basename=basename, variant=variant, durable=durable, storage_options=storage_options,
-    )
-
-
-# --- load ---------------------------------------------------------------------------------
-
-
-@paused_gc()
-def load(data: bytes) -> dict[str, Any]:
-    """Load tensors from safetensors bytes (CPU)."""
-    return {raw.name: to_torch(raw) for raw in open_bytes(data).raw_all()}
-
-
-@paused_gc()
-def load_file(
-    filename: str | os.PathLike[str], device: Any = "cpu", *, backend: str | None = None, threads: int | None = None
-) -> dict[str, Any]:
-    """Load every tensor of a file onto ``device``, in file order.
-    ``threads``: parallel reads for ``backend="pread"`` and CUDA staging (default: CPUs available)."""
-    with safe_open(filename, framework="pt", device=device, backend=backend) as f:
-        return f.get_tensors(threads=threads)
 
 
 def load_model(

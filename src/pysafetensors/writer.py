@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .errors import IncompleteWrite, SerializeError, TensorNotFound, UnknownDtype, WriteError
+from .errors import IncompleteWrite, NotAMapping, SerializeError, TensorNotFound, UnknownDtype, WriteError
 from .format._gcpause import paused_gc
 from .format.dtypes import DType, by_buffer_format, by_name
 from .format.layout import LayoutEntry, WriteLayout, as_shape, plan_layout, unique_by_name
@@ -33,6 +33,13 @@ class WriteItem:
     dtype: DType
     shape: tuple[int, ...]
     get_bytes: Callable[[], Any]
+
+
+def tensor_mapping(tensors: object) -> Mapping[str, Any]:
+    """``tensors`` when it maps names to tensors (every face's and ``serialize``'s one check)."""
+    if not isinstance(tensors, Mapping):
+        raise NotAMapping(f"expected a mapping of tensor names to tensors, got {type(tensors).__name__}")
+    return tensors
 
 
 def plan(items: Iterable[WriteItem], metadata: Mapping[str, str] | None, alignment: int = 8) -> tuple[WriteLayout, dict[str, WriteItem]]:

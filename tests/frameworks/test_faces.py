@@ -128,3 +128,10 @@ def test_getdtype_agrees_with_upstream(face: str) -> None:
     if face == "torch":
         with pytest.raises(KeyError):
             ours("F6_E2M3")  # torch has no float6 type
+
+
+@pytest.mark.parametrize("face", FACES)
+def test_every_load_file_takes_storage_options_as_every_save_file(face: str) -> None:
+    for function in ("load_file", "save_file", "save_sharded"):
+        parameter = _ours(face, function).parameters["storage_options"]
+        assert parameter.kind is inspect.Parameter.KEYWORD_ONLY and parameter.default is None, (face, function)

@@ -291,10 +291,23 @@ def _depth(text: str) -> int:
     return value
 
 
-def add_parser(subparsers: Any) -> None:
-    from .main import common_options
+EXAMPLES = """\
+examples:
+  pysafetensors inspect model.safetensors
+  pysafetensors inspect model.safetensors --tree --depth 2
+  pysafetensors inspect https://huggingface.co/ORG/MODEL/resolve/main/model.safetensors --tensors --json
+"""
 
-    p = subparsers.add_parser("inspect", parents=[common_options()], help="sizes, parameter counts, metadata, tensors")
+
+def add_parser(subparsers: Any) -> None:
+    from ._options import common_options
+
+    p = subparsers.add_parser(
+        "inspect", parents=[common_options()], help="sizes, parameter counts, metadata, tensors",
+        description="Summarise a checkpoint from its header alone: file and header size, tensor count, parameters "
+                    "per dtype, metadata, repeated blocks; with --tensors or --tree, the tensors themselves.",
+        epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("file", help="a .safetensors or .gguf file, an index JSON, a checkpoint directory, a URL or a pipe")
     p.add_argument("--tensors", action="store_true", help="list every tensor (name, dtype, shape, offsets, bytes)")
     p.add_argument("--tree", action="store_true",
@@ -306,7 +319,7 @@ def add_parser(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     tree = args.tree or args.depth is not None
-    with open_input(args.file, gguf=True) as ckpt:
+    with open_input(args.file, args.remote, gguf=True) as ckpt:
         # The rows only where they are printed (--tensors, or --json, which has them all), and
         # the tree's node objects only for --json: the text draws it from the summary's groups.
         result = summarize(ckpt, args.filter, tree=tree and args.json, rows=args.tensors or args.json)

@@ -1,5 +1,6 @@
 """What both fast header paths (``header._fast_header`` on json, ``_typed_header`` on msgspec)
-check alike, once: a tensor's byte span against its shape and dtype, and duplicate members.
+check alike, once: the text's pre-screen, the metadata's type, a tensor's byte span against
+its shape and dtype, and the whole header's size and duplicate members.
 
 Each returns False for anything the fast paths leave to the rules (``rules.check``), which
 then give the verdict and the exact error; True only where the rules would accept.
@@ -8,8 +9,38 @@ then give the verdict and the exact error; True only where the rules would accep
 from __future__ import annotations
 
 from math import prod
+from typing import Any
 
-from .rules import U64_LIMIT
+from .json_compat import U64_LIMIT
+from .rules import N_LEN
+
+
+def screen(text: str, *, booleans: bool) -> bool:
+    """Whether a fast path may decode ``text`` at all.
+
+    What json and msgspec read differently from serde, found in the text: ``-0`` (an integer
+    0 to them, a float to serde) and ``\\u`` escapes (lone surrogates; a colon written as an
+    escape would also fool ``members_unique``); with ``booleans``, ``true``/``false``
+    anywhere, even in a name (ints to Python's ``sum()``, which json's path relies on).  NaN,
+    floats and huge numbers need no scan: they fail the type and range checks.
+
+    Then the work is bounded before anything is built: a header of the fast paths' shape has
+    one object per tensor (+1, +1 with metadata) and two arrays per tensor.  Any other count
+    (a top-level array of a million objects, brackets inside names) goes to the rules, which
+    refuse wrong shapes before building them.
+    """
+    if ("-" in text and "-0" in text) or ("\\" in text and "\\u" in text):
+        return False
+    if booleans and ("true" in text or "false" in text):
+        return False
+    arrays = text.count("[")
+    return not arrays & 1 and 0 <= text.count("{") - 1 - (arrays >> 1) <= 1
+
+
+def metadata_fits(value: Any) -> bool:
+    """Whether a decoded ``__metadata__`` value is what the rules accept: null, or an object
+    of strings."""
+    return value is None or (type(value) is dict and set(map(type, value.values())) <= {str})
 
 
 def span_fits(shape: list[int], bits: int, begin: int, end: int, may_be_negative: bool) -> bool:
@@ -32,6 +63,15 @@ def span_fits(shape: list[int], bits: int, begin: int, end: int, may_be_negative
     else:
         nbits = bits
     return not (nbits >= U64_LIMIT or nbits & 7 or end - begin != nbits >> 3 or end >= U64_LIMIT)
+
+
+def complete(text: str, n: int, names: str, tensors: int, has_metadata_key: bool, metadata: dict[str, str] | None,
+             data_end: int, file_size: int) -> bool:
+    """Whether the ``n``-byte header ``text`` (its tensors' data ending at ``data_end``)
+    accounts for the whole file, and holds no duplicate key (``members_unique``)."""
+    return data_end + N_LEN + n == file_size and members_unique(
+        text, names, tensors, has_metadata_key, metadata
+    )
 
 
 def members_unique(text: str, names: str, tensors: int, has_metadata_key: bool, metadata: dict[str, str] | None

@@ -19,10 +19,9 @@ from collections.abc import Callable
 from typing import Any, Literal
 
 from .._optional import optional
-from ._fastpath import members_unique, span_fits
+from ._fastpath import complete, metadata_fits, screen, span_fits
 from .dtypes import BY_CODE, CODES
 from .json_compat import METADATA_KEY
-from .rules import N_LEN
 
 _METADATA_PREFIX = '{"' + METADATA_KEY + '":'
 # Returned for a header whose __metadata__ is not first: json's fast path may take it.
@@ -55,17 +54,9 @@ def decoder() -> Callable[[str], Any] | None:
 def fast_header(text: str, n: int, file_size: int, entries_of: Callable[[str], Any], make: Callable[..., Any],
                 tensor_info: Any) -> Any:
     """The header built by ``make(tensors, metadata, n)``, or None to leave it to the rules."""
-    # As in the json fast path: -0 (an integer 0 to msgspec, a float to serde) and \u escapes
-    # (lone surrogates, escaped colons) are left to the rules.
+    if not screen(text, booleans=False):  # msgspec's typed decoding refuses booleans itself
+        return None
     may_be_negative = "-" in text
-    if (may_be_negative and "-0" in text) or ("\\" in text and "\\u" in text):
-        return None
-    # msgspec stops at the first value of a wrong type, but the metadata is read by json's
-    # scanner, which builds whatever it holds: the bracket counts of a well-formed header
-    # (see header.py) bound that.
-    arrays = text.count("[")
-    if arrays & 1 or not 0 <= text.count("{") - 1 - (arrays >> 1) <= 1:
-        return None
     metadata: dict[str, str] | None = None
     has_metadata_key = text.startswith(_METADATA_PREFIX)
     body = text
@@ -74,7 +65,7 @@ def fast_header(text: str, n: int, file_size: int, entries_of: Callable[[str], A
             metadata, end = _scan(text, len(_METADATA_PREFIX))
         except (ValueError, StopIteration, RecursionError):
             return None
-        if metadata is not None and (type(metadata) is not dict or not set(map(type, metadata.values())) <= {str}):
+        if not metadata_fits(metadata):
             return None
         follows = text[end : end + 1]
         if follows == "," and text[end + 1 : end + 2] == '"':  # a member follows (not a trailing comma)
@@ -103,8 +94,6 @@ def fast_header(text: str, n: int, file_size: int, entries_of: Callable[[str], A
             return None
         expected = end
         append(build(tensor_info, (name, dtype, tuple(shape), begin, end)))
-    if expected + N_LEN + n != file_size:
-        return None
-    if not members_unique(text, "".join(entries), len(entries), has_metadata_key, metadata):
+    if not complete(text, n, "".join(entries), len(entries), has_metadata_key, metadata, expected, file_size):
         return None
     return make(tuple(tensors), metadata, n)

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from math import prod
@@ -19,11 +18,11 @@ from typing import Any, NamedTuple
 
 from ..errors import UnencodableText
 from . import _typed_header
-from ._fastpath import members_unique, span_fits
+from ._fastpath import complete, metadata_fits, screen, span_fits
 from ._gcpause import paused_gc
 from .dtypes import BY_CODE, DType
-from .json_compat import METADATA_KEY
-from .rules import HEADER_CAP, N_LEN, U64_LIMIT, HeaderProblem, check, check_header, check_header_length
+from .json_compat import METADATA_KEY, U64_LIMIT, WS_BYTES
+from .rules import HEADER_CAP, N_LEN, HeaderProblem, check, check_header, check_header_length
 
 __all__ = [
     "HEADER_CAP",
@@ -62,6 +61,16 @@ class TensorInfo(NamedTuple):
     @property
     def nelements(self) -> int:
         return prod(self.shape)
+
+    @property
+    def type(self) -> str:
+        """The stored type as the format spells it (the dtype code; a GGUF tensor's is its GGML type)."""
+        return self.dtype.code
+
+    @property
+    def decoded(self) -> bool:
+        """Whether the values are decoded from another stored form (never: safetensors stores values)."""
+        return False
 
 
 @dataclass(frozen=True)
@@ -136,7 +145,7 @@ def validate_header(header: bytes | bytearray | memoryview, file_size: int) -> t
 def _fast_parse(header: bytes | bytearray | memoryview, file_size: int) -> tuple[Header | None, str | None]:
     """The header when a fast path takes it, else None; and its text when it was decoded."""
     n = len(header)
-    at = _WS_BYTES.match(header).end()  # type: ignore[union-attr]
+    at = WS_BYTES.match(header).end()  # type: ignore[union-attr]
     if header[at : at + 1] != b"{":
         return None, None  # not an object: no fast path, and no decoding
     try:
@@ -189,7 +198,6 @@ def _header_of(entries: list[Any], metadata: dict[str, str] | None, n: int) -> H
 
 
 _ABSENT = object()
-_WS_BYTES = re.compile(rb"[ \t\n\r]*")
 
 
 def _fast_header(text: str, n: int, file_size: int) -> Header | None:
@@ -202,22 +210,9 @@ def _fast_header(text: str, n: int, file_size: int) -> Header | None:
     a pass per check over columns built with map(): each such pass allocates a list as long
     as the header has tensors, which costs more than the loop's per-tensor bytecode.
     """
-    # What json reads differently from serde, found in the text: ``-0`` (json gives 0),
-    # ``\\u`` escapes (lone surrogates; a colon written as an escape would also fool the
-    # duplicate count below) and booleans (ints to Python's sum(); a header spelling one
-    # anywhere, even in a name, takes the rules' path).  NaN, floats and huge numbers need
-    # no scan: they fail the type and range checks below.
+    if not screen(text, booleans=True):  # booleans: sum() below adds them as ints
+        return None
     may_be_negative = "-" in text
-    if (may_be_negative and "-0" in text) or ("\\" in text and "\\u" in text) or "true" in text or "false" in text:
-        return None
-    # Bound the work before json builds anything: a header of this shape has one object per
-    # tensor (+1, +1 with metadata) and two arrays per tensor.  Any other count (a top-level
-    # array of a million objects, brackets inside names) goes to the rules, which refuse
-    # wrong shapes before building them.
-    arrays = text.count("[")
-    objects = text.count("{")
-    if arrays & 1 or not 0 <= objects - 1 - (arrays >> 1) <= 1:
-        return None
     try:
         raw = json.loads(text)
     except (ValueError, RecursionError):
@@ -227,8 +222,8 @@ def _fast_header(text: str, n: int, file_size: int) -> Header | None:
     metadata: dict[str, str] | None = None
     value = raw.pop(METADATA_KEY, _ABSENT)  # raw is ours: no copy of 100,000 pairs
     has_metadata_key = value is not _ABSENT
-    if has_metadata_key and value is not None:
-        if type(value) is not dict or not set(map(type, value.values())) <= {str}:
+    if has_metadata_key:
+        if not metadata_fits(value):
             return None
         metadata = value
     tensors: list[TensorInfo] = []
@@ -257,9 +252,7 @@ def _fast_header(text: str, n: int, file_size: int) -> Header | None:
             append(make(TensorInfo, (name, dtype, tuple(shape), begin, end)))
     except (KeyError, TypeError, ValueError, OverflowError):  # OverflowError: sum() of a huge int and a float
         return None
-    if expected + N_LEN + n != file_size:
-        return None
-    if not members_unique(text, "".join(raw), len(tensors), has_metadata_key, metadata):
+    if not complete(text, n, "".join(raw), len(tensors), has_metadata_key, metadata, expected, file_size):
         return None
     return Header(tuple(tensors), metadata, n)
 

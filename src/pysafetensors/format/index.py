@@ -23,6 +23,7 @@ from functools import cached_property
 from typing import Any
 
 from ..errors import InvalidIndex
+from .json_compat import KeyedObject
 from .layout import unique_by_name
 
 SUFFIX = ".safetensors"
@@ -215,20 +216,6 @@ def check_shard(
     return ShardCheck(shard, missing, unmapped, elsewhere, index.checkpoint_id, shard_id)
 
 
-# A JSON object's keys, remembering the first duplicate (the index must name each tensor once).
-class _Pairs(dict):  # type: ignore[type-arg]
-    duplicate: tuple[str, Any, Any] | None = None
-
-
-def _pairs_hook(pairs: list[tuple[str, Any]]) -> _Pairs:
-    obj = _Pairs()
-    for key, value in pairs:
-        if key in obj and obj.duplicate is None:
-            obj.duplicate = (key, obj[key], value)
-        obj[key] = value
-    return obj
-
-
 def parse_index(data: bytes | str, name: str = "index") -> ShardIndex:
     """Parse and validate an index file's contents.
 
@@ -236,19 +223,19 @@ def parse_index(data: bytes | str, name: str = "index") -> ShardIndex:
     the tensor would depend on the parser), and so is JSON nested too deeply to parse.
     """
     try:
-        obj = json.loads(data, object_pairs_hook=_pairs_hook)
+        obj = json.loads(data, object_pairs_hook=KeyedObject.of)
     except RecursionError:
         raise InvalidIndex(f"{name}: JSON nested too deeply to parse (not an index)") from None
     except (ValueError, UnicodeDecodeError) as e:
         raise InvalidIndex(f"{name}: not valid JSON: {e}") from e
-    if isinstance(obj, _Pairs) and obj.duplicate is not None:
+    if isinstance(obj, KeyedObject) and obj.duplicate is not None:
         raise InvalidIndex(f"{name}: key {obj.duplicate[0]!r} appears twice in the index object")
     if not isinstance(obj, dict):
         raise InvalidIndex(f"{name}: expected a JSON object, found {type(obj).__name__}")
     weight_map = obj.get("weight_map")
     if not isinstance(weight_map, dict):
         raise InvalidIndex(f"{name}: 'weight_map' must be an object of tensor name -> shard file")
-    if isinstance(weight_map, _Pairs) and weight_map.duplicate is not None:
+    if isinstance(weight_map, KeyedObject) and weight_map.duplicate is not None:
         tensor, first, second = weight_map.duplicate
         raise InvalidIndex(
             f"{name}: tensor {tensor!r} appears twice in the weight map ({first!r} and {second!r})",

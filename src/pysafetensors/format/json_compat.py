@@ -28,6 +28,7 @@ from typing import Any
 SERDE_DEPTH_LIMIT = 128
 U64_LIMIT = 1 << 64  # u64 (Rust's usize) holds what is below this: sizes, offsets, dims
 METADATA_KEY = "__metadata__"
+WS_BYTES = re.compile(rb"[ \t\n\r]*")  # JSON's whitespace, as serde skips it before a value
 
 _WS = re.compile(r"[ \t\n\r]*")
 # A JSON string (valid or not: text that is not valid JSON is rejected by the parse anyway).
@@ -73,6 +74,24 @@ class Unparsed:
     def __init__(self, kind: str, first: Any = None) -> None:
         self.kind = kind
         self.first = first
+
+
+class KeyedObject(dict):  # type: ignore[type-arg]
+    """A decoded JSON object that remembers its first duplicate key: with
+    ``json.loads(..., object_pairs_hook=KeyedObject.of)`` every object keeps the last value
+    of a key (as json does) and ``duplicate`` is ``(key, first value, second value)``, for
+    readers that refuse a key given twice (an index, a metadata file)."""
+
+    duplicate: tuple[str, Any, Any] | None = None
+
+    @classmethod
+    def of(cls, pairs: list[tuple[str, Any]]) -> KeyedObject:
+        obj = cls()
+        for key, value in pairs:
+            if key in obj and obj.duplicate is None:
+                obj.duplicate = (key, obj[key], value)
+            obj[key] = value
+        return obj
 
 
 def first_char(text: str) -> tuple[str, int]:

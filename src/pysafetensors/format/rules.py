@@ -10,7 +10,6 @@ tensors that could be placed), so one pass reports everything that is wrong.
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Generator, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -32,6 +31,7 @@ from .dtypes import BY_CODE, CODES, DType
 from .json_compat import (
     METADATA_KEY,
     U64_LIMIT,
+    WS_BYTES,
     Unparsed,
     decode_scalar,
     first_char,
@@ -43,7 +43,6 @@ from .json_compat import (
 HEADER_CAP = 100_000_000  # upstream's limit on the header length N
 N_LEN = 8  # the u64 little-endian length prefix
 _I64_MIN = -(1 << 63)
-_WS_BYTES = re.compile(rb"[ \t\n\r]*")
 _TENSOR_FIELDS = ("dtype", "shape", "data_offsets")
 _VARIANTS = ", ".join(f"`{c}`" for c in CODES)
 
@@ -66,7 +65,7 @@ class HeaderProblem:
     warning: bool = False
 
     def __post_init__(self) -> None:
-        self.error.code = self.code  # type: ignore[attr-defined]  # so a caught error names its rule too
+        self.error.code = self.code  # so a caught error names its rule too
 
     @property
     def message(self) -> str:
@@ -80,10 +79,14 @@ def _in_words(head: str, tail: str, sep: str = "; ") -> dict[str, str]:
     return {"detail": f"{head}{sep}{tail}", "plain": f"{head} ({tail})"}
 
 
+#: GGUF's magic (llama.cpp's format), the first 4 bytes of a GGUF file: the one copy of it
+GGUF_MAGIC = b"GGUF"
+
+
 def _known_kind(head: bytes) -> str | None:
     """What a file beginning with ``head`` (its first 8 bytes) is, when it is a format people
     mistake for safetensors (or text), for the message; None when nothing is recognised."""
-    if head[:4] == b"GGUF":
+    if head[:4] == GGUF_MAGIC:
         return "it begins with GGUF's magic: a GGUF file, which pysafetensors inspect, diff and convert read"
     if head[:4] == b"PK\x03\x04":
         return "it is a zip archive, as PyTorch's .pt/.bin files are: pysafetensors convert reads those"
@@ -146,7 +149,7 @@ def check(
     """
     n = len(header)
     raw = header if isinstance(header, (bytes, bytearray)) else bytes(header)
-    at = _WS_BYTES.match(raw).end()  # type: ignore[union-attr]
+    at = WS_BYTES.match(raw).end()  # type: ignore[union-attr]
     if text is None and raw[at : at + 1] == b"[" and raw.isascii():
         # An array at the top (valid UTF-8: it is ASCII), refused without decoding or reading it.
         yield _json("invalid_json", "invalid type: sequence, expected struct HashMetadata")

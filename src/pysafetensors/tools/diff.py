@@ -59,6 +59,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -78,7 +79,6 @@ from .checkpoint import (
     AnyCheckpoint,
     Checkpoint,
     GGUFCheckpoint,
-    GGUFTensor,
     TensorAccess,
     TensorBytes,
     ValueTensor,
@@ -373,7 +373,7 @@ def compare_values(
         cmp.add(xa, xb)
         if bar is not None:
             bar.update(xa.size * ta.dtype.bits // 8)
-    decoded = isinstance(ta, (GGUFTensor, MappedValue)) or isinstance(tb, (GGUFTensor, MappedValue))
+    decoded = ta.decoded or tb.decoded
     return ValueDiff(ta.name, True, n, cmp.differing, cmp.max_abs if n else None, cmp.cosine.value(),
                      verdict=_tensor_verdict(cmp.differing, cmp.bit_equal, decoded, cmp.tolerant))
 
@@ -447,10 +447,10 @@ def diff_files(
         raise ValueError("structure_only compares no values: it cannot go with values, rtol or atol")
     if visit is not None and not values:
         raise ValueError("visit needs values=True: only a values diff reads every tensor")
-    if not isinstance(a, (Checkpoint, GGUFCheckpoint)):
+    if isinstance(a, (str, os.PathLike)):
         with open_checkpoint(a, gguf=True) as opened:
             return diff_files(opened, b, values, rtol, atol, progress, structure_only=structure_only, visit=visit)
-    if not isinstance(b, (Checkpoint, GGUFCheckpoint)):
+    if isinstance(b, (str, os.PathLike)):
         with open_checkpoint(b, gguf=True) as opened:
             return diff_files(a, opened, values, rtol, atol, progress, structure_only=structure_only, visit=visit)
     if isinstance(a, GGUFCheckpoint) or isinstance(b, GGUFCheckpoint):
@@ -483,7 +483,7 @@ def _mode(a: AnyCheckpoint, b: AnyCheckpoint, values: bool, structure_only: bool
         return VALUES
     if structure_only or not (a.local and b.local):
         return STRUCTURE
-    return VALUES if isinstance(a, GGUFCheckpoint) != isinstance(b, GGUFCheckpoint) else BYTES
+    return VALUES if a.format != b.format else BYTES
 
 
 class _Stored:
@@ -690,6 +690,14 @@ class MappedValue:
     def nelements(self) -> int:
         return math.prod(self.shape)
 
+    @property
+    def type(self) -> str:
+        return str(self.dtype.code)
+
+    @property
+    def decoded(self) -> bool:
+        return True
+
 
 def _plain_side(ckpt: AnyCheckpoint) -> _Side:
     if isinstance(ckpt, GGUFCheckpoint):
@@ -754,7 +762,7 @@ def _typed_metadata(ckpt: GGUFCheckpoint) -> dict[str, tuple[str, str]]:
 def _diff_gguf(a: AnyCheckpoint, b: AnyCheckpoint, mode: str, values: bool, rtol: float | None, atol: float | None,
                progress: Progress, visit: tuple[Visit, Visit] | None) -> GGUFDiffResult:
     r = GGUFDiffResult(a.path, b.path, None, rtol=rtol, atol=atol,
-                       formats=[c.format if isinstance(c, GGUFCheckpoint) else "safetensors" for c in (a, b)])
+                       formats=[a.format, b.format])
     sa, sb, r.unmapped = _sides(a, b)
     for side in (sa, sb):
         if side.is_mapped and isinstance(side.ckpt, GGUFCheckpoint):

@@ -42,9 +42,10 @@ from typing import Any, Literal
 
 from ..errors import InvalidMetadata, MetadataKeyNotFound, ProtectedTarget
 from ..format.header import N_LEN, Header, encode_header
+from ..format.json_compat import KeyedObject
 from ..io.redact import redact_url
 from ..io.registry import url_scheme
-from ..io.regular import is_stream
+from ..io.regular import is_stream, open_regular
 from ..io.targets import open_sink
 from ._base import JsonResult, Progress, no_progress
 from .checkpoint import Checkpoint, MetadataDisagreement, ShardMetadata, is_sharded_path, open_checkpoint
@@ -89,24 +90,19 @@ def parse_assignments(pairs: list[str], option: str | None = None) -> dict[str, 
 def load_json_metadata(path: str) -> dict[str, str]:
     """A JSON object of string values, each key once; anything else is refused with a clear message."""
 
-    def no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        for k, v in pairs:
-            if k in out:
-                raise InvalidMetadata(
-                    f"{path}: key {k!r} appears twice ({json.dumps(out[k])} and {json.dumps(v)}); "
-                    "JSON readers disagree on which one wins, so give it once",
-                    key=k,
-                )
-            out[k] = v
-        return out
-
     with open(path, "rb") as f:
         raw = f.read()
     try:
-        obj = json.loads(raw.decode("utf-8"), object_pairs_hook=no_duplicates)
+        obj = json.loads(raw.decode("utf-8"), object_pairs_hook=KeyedObject.of)
     except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as e:
         raise InvalidMetadata(f"{path}: not valid JSON: {e}") from None
+    if isinstance(obj, KeyedObject) and obj.duplicate is not None:
+        k, first, second = obj.duplicate
+        raise InvalidMetadata(
+            f"{path}: key {k!r} appears twice ({json.dumps(first)} and {json.dumps(second)}); "
+            "JSON readers disagree on which one wins, so give it once",
+            key=k,
+        )
     if not isinstance(obj, dict):
         raise InvalidMetadata(f"{path}: expected a JSON object of string values, found {type(obj).__name__}")
     bad = [k for k, v in obj.items() if not isinstance(v, str)]
@@ -123,7 +119,7 @@ def load_json_metadata(path: str) -> dict[str, str]:
 
 def read_metadata(ckpt: Checkpoint | str, key: str | None = None, storage_options: Any = None) -> MetadataResult:
     """The checkpoint's metadata (or one key's value: MetadataKeyNotFound when absent)."""
-    if not isinstance(ckpt, Checkpoint):
+    if isinstance(ckpt, (str, os.PathLike)):
         with open_checkpoint(ckpt, storage_options) as opened:
             return read_metadata(opened, key)
     meta = ckpt.metadata
@@ -224,7 +220,7 @@ def _write_in_place(path: str, old: bytes, new: bytes) -> None:
         return
     lo, hi = span
     padded = new + b" " * (len(old) - len(new))
-    fd = os.open(path, os.O_RDWR | getattr(os, "O_CLOEXEC", 0))
+    fd = open_regular(path, write=True)
     try:
         # Re-check under our descriptor that the header is still what we parsed.
         current = os.pread(fd, N_LEN + len(old), 0)

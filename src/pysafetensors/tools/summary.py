@@ -14,6 +14,7 @@ every tensor's dims in GGUF's order and the typed metadata, values in full.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from itertools import compress, repeat
@@ -213,7 +214,7 @@ def summarize(
     """
     if isinstance(ckpt, GGUFCheckpoint):
         return _summarize_gguf(ckpt, patterns, tree)
-    if not isinstance(ckpt, Checkpoint):
+    if isinstance(ckpt, (str, os.PathLike)):
         with open_checkpoint(ckpt, gguf=True) as opened:
             return summarize(opened, patterns, tree, rows=rows)
     columns = tensor_columns(ckpt, patterns)

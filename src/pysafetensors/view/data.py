@@ -60,7 +60,6 @@ from ..tools.blocks import RepeatedBlock, find_blocks, index_ranges
 from ..tools.checkpoint import (
     AnyCheckpoint,
     GGUFCheckpoint,
-    GGUFTensor,
     TensorAccess,
     TensorBytes,
     ValueTensor,
@@ -290,7 +289,7 @@ def gguf_document(ckpt: GGUFCheckpoint, tensors: bool = True) -> dict[str, Any]:
 
 def _values_nbytes(t: Any) -> int:
     # What the progress bar counts: a GGUF tensor's values (dequantized), else the stored bytes.
-    return int(t.dtype.nbytes(t.nelements)) if isinstance(t, GGUFTensor) else int(t.nbytes)
+    return int(t.dtype.nbytes(t.nelements))
 
 
 def _stats_entry(info: ValueTensor, data: TensorBytes, bar: Any) -> dict[str, Any]:
@@ -298,8 +297,6 @@ def _stats_entry(info: ValueTensor, data: TensorBytes, bar: Any) -> dict[str, An
     ``{"name", "error"}`` for a GGUF tensor whose type cannot be read (the GGUF front's message)."""
     try:
         stats = stats_of(info, data, bar)
-        if isinstance(info, GGUFTensor):
-            stats = dataclasses.replace(stats, dtype=info.type)
         hist = histogram(_Held(info, data), info.name, HISTOGRAM_BINS).to_dict()
     except GGUFUnsupported as e:
         bar.update(_values_nbytes(info))
