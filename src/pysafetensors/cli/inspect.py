@@ -25,7 +25,7 @@ from ..tools.summary import (
     gguf_value_text,
     summarize,
 )
-from ..tools.tree import TreeNode, within_depth
+from ..tools.tree import within_depth
 from ._common import (
     disagreement_lines,
     emit,
@@ -70,66 +70,85 @@ def _block_lines(result: Summary) -> list[str]:
     return out
 
 
-def _render_tree(root: TreeNode, out: list[str], blocks: list[RepeatedBlock], depth: int | None = None) -> None:
-    """``root``'s subtree, one line per node, indented; ``depth``: no deeper than that many levels.
+def _render_tree(result: Summary, out: list[str], depth: int | None = None) -> None:
+    """``result``'s tree (drawn from the groups its blocks were found in), one line per node,
+    indented; ``depth``: no deeper than that many levels.  Lines are not escaped here.
 
-    A block of ``blocks`` is shown once: its first member stands for all, as
+    A block of ``result.repeated_blocks`` is shown once: its first member stands for all, as
     ``[0–5] × 6/`` (or, when the group holds nothing else, the group's own line as
     ``layer.[0–5] × 6/``); the other members are left out, and a numbered group not in the block
-    says why.
+    says why.  Nodes are visited only where shown: the members left out are never walked.
     """
-    by_path: dict[str, list[RepeatedBlock]] = {}
+    if result._groups is None:
+        return
+    g, columns = result._groups
+    nodes, end, labels = g.nodes, g.end, g.label
+    names, dtypes, shapes, params = columns.name, columns.dtype, columns.shape, columns.parameters
+    blocks = result.repeated_blocks or []
+    by_group: dict[int, list[RepeatedBlock]] = {}
     for b in blocks:
-        by_path.setdefault(b.path, []).append(b)
-    firsts: dict[str, RepeatedBlock] = {}  # a block's first member's path -> the block
-    others: set[str] = set()  # the other members: not shown
-    differs: dict[str, tuple[RepeatedBlock, str]] = {}
+        by_group.setdefault(b._group, []).append(b)
+    firsts: dict[int, RepeatedBlock] = {}  # a block's first member -> the block
+    others: set[int] = set()  # the other members: not shown
+    differs: dict[int, tuple[RepeatedBlock, str]] = {}
     for b in blocks:
-        members = [f"{b.path}.{i}" if b.path else str(i) for i in b.indices]
-        firsts[members[0]] = b
-        others.update(members[1:])
-        differs.update((d.path, (b, d.reason)) for d in b.differing)
-    total = root.parameters
-    # Iterative: names may nest deeply.  (node, depth, the label to show it by, the block it stands for)
-    stack: list[tuple[TreeNode, int, str, RepeatedBlock | None]] = [
-        (c, 1, c.label, None) for c in reversed(root.children)]
+        firsts[b._members[0]] = b
+        others.update(b._members[1:])
+        differs.update((k, (b, d.reason)) for k, d in zip(b._differing_groups, b.differing))
+    total = g.parameters[0]
+
+    def children(k: int, at: int) -> Iterator[tuple[int, int]]:
+        """Group ``k``'s children (marked at position ``at`` in nodes; the root at -1), with
+        where each is: a group's subtree is jumped over."""
+        pos, stop = at + 1, end[k]
+        while pos < stop:
+            n = nodes[pos]
+            yield n, pos
+            pos = end[-1 - n] if n < 0 else pos + 1
+
+    def entry(n: int, at: int, level: int, cut: int) -> tuple[int, int, int, int, str, RepeatedBlock | None]:
+        """A stack entry for node ``n`` at ``at`` below a group whose path is ``cut`` - 1 long."""
+        if n >= 0:
+            return n, at, level, cut, names[n][cut:], None
+        return n, at, level, cut + len(labels[-1 - n]) + 1, labels[-1 - n], firsts.get(-1 - n)
+
+    # Iterative: names may nest deeply.  (node, its position, depth, the length of "its path.",
+    # the label to show it by, the block it stands for)
+    stack = [entry(n, at, 1, 0) for n, at in children(0, -1)]
+    stack.reverse()
     while stack:
-        node, level, label, block = stack.pop()
+        n, at, level, cut, label, block = stack.pop()
         label = label or '""'
         pad = "  " * level
-        if node.is_tensor:
-            out.append(f"{pad}{label}  {node.dtype} {node.shape}  {plural(node.parameters, 'param')}")
+        if n >= 0:
+            out.append(f"{pad}{label}  {dtypes[n]} {list(shapes[n])}  {plural(params[n], 'param')}")
             continue
-        here = by_path.get(node.name, [])
+        k = -1 - n
+        here = by_group.get(k, [])
         whole = here[0] if len(here) == 1 and here[0].whole_group else None
         if whole is not None:  # the group is its block: shown as it, the first member's children below
             out.append(f"{pad}{label}.{_ranges(whole)}/  {_block_text(whole, total)}")
-            node = next(c for c in node.children if not c.is_tensor and c.name == _first_path(whole))
+            first = whole._members[0]
+            n, at = next((c, pos) for c, pos in children(k, at) if c == -1 - first)
+            k, cut = first, cut + len(labels[first]) + 1
         elif block is not None:
             out.append(f"{pad}{_ranges(block)}/  {_block_text(block, total)}")
         else:
-            line = f"{pad}{label}/  {plural(node.parameters, 'param')}, {plural(node.tensors, 'tensor')}"
-            if node.name in differs:
-                other, reason = differs[node.name]
+            line = f"{pad}{label}/  {plural(g.parameters[k], 'param')}, {plural(g.tensors[k], 'tensor')}"
+            if k in differs:
+                other, reason = differs[k]
                 line += f"  (not in {_ranges(other)}: {reason})"
             out.append(line)
         if depth is not None and level >= depth:
             continue
-        kids = []
-        for c in node.children:
-            if c.name in others:
-                continue
-            kids.append((c, level + 1, c.label, firsts.get(c.name) if not c.is_tensor else None))
-        stack.extend(reversed(kids))
+        kids = [entry(c, pos, level + 1, cut) for c, pos in children(k, at) if -1 - c not in others]
+        kids.reverse()
+        stack.extend(kids)
 
 
 def _ranges(b: RepeatedBlock) -> str:
     """``[0–5] × 6``: the block's label after its group's path."""
     return b.label[b.label.rindex("["):]
-
-
-def _first_path(b: RepeatedBlock) -> str:
-    return f"{b.path}.{b.indices[0]}" if b.path else str(b.indices[0])
 
 
 def _metadata_lines(result: Summary) -> list[str]:
@@ -211,9 +230,12 @@ def _trimmed(meta: dict[str, GGUFMetadataEntry]) -> dict[str, GGUFMetadataEntry]
             for k, e in meta.items()}
 
 
-def render_inspect(result: Summary, fmt: str = "text", tensors: bool = False, depth: int | None = None) -> str:
+def render_inspect(result: Summary, fmt: str = "text", tensors: bool = False, depth: int | None = None,
+                   tree: bool = False) -> str:
     """``inspect``'s output for ``result``; ``depth``: the tree no deeper than that many levels
-    (text: as shown, a folded block being one level; JSON: levels of the tree)."""
+    (text: as shown, a folded block being one level; JSON: levels of the tree).  The text shows
+    the tree when ``result`` has one, or with ``tree`` (drawn from the summary's groups: a
+    summary made with ``tree=False`` has them too)."""
     if fmt == "json":
         if depth is not None and result.tree is not None:
             result = dataclasses.replace(result, tree=within_depth(result.tree, depth))
@@ -224,7 +246,7 @@ def render_inspect(result: Summary, fmt: str = "text", tensors: bool = False, de
         # is printed (the rows and tree only when they are, and a column or line at a time).
         safe = terminal_safe(dataclasses.replace(result, gguf_metadata={}, tensors=[], tree=None))
         out = _render_gguf(safe, result.tensors, meta, tensors)
-        _tree_lines(result, out, depth)
+        _tree_lines(result, out, depth, tree)
         return "\n".join(out) + "\n"
     safe = terminal_safe(dataclasses.replace(result, tensors=[], tree=None))
     out = [f"file:        {safe.path}"]
@@ -243,20 +265,19 @@ def render_inspect(result: Summary, fmt: str = "text", tensors: bool = False, de
         head = ["name", "dtype", "shape", "data_offsets", "bytes"] + (["file"] if result.files else [])
         out.append("")
         out.append(table(rows, head, right=[4]))
-    _tree_lines(result, out, depth)
+    _tree_lines(result, out, depth, tree)
     return "\n".join(out) + "\n"
 
 
-def _tree_lines(result: Summary, out: list[str], depth: int | None) -> None:
-    """The ``tree`` section of ``result`` (not escaped: its lines are escaped here, once made,
-    so the tree's names match the blocks' paths as the file writes them)."""
-    if result.tree is None:
+def _tree_lines(result: Summary, out: list[str], depth: int | None, tree: bool) -> None:
+    """The ``tree`` section of ``result`` (not escaped: its lines are escaped here, once made)."""
+    if (result.tree is None and not tree) or result._groups is None:
         return
     out.append("")
     limit = f", {plural(depth, 'level')}" if depth is not None else ""
-    out.append(f"tree ({plural(result.tree.parameters, 'param')}{limit}):")
+    out.append(f"tree ({plural(result._groups[0].parameters[0], 'param')}{limit}):")
     lines: list[str] = []
-    _render_tree(result.tree, lines, result.repeated_blocks or [], depth)
+    _render_tree(result, lines, depth)
     out.extend(escape_texts(lines))
 
 
@@ -299,7 +320,8 @@ def add_parser(subparsers: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     tree = args.tree or args.depth is not None
     with open_input(args.file, args.remote, gguf=True) as ckpt:
-        # The rows only where they are printed: --tensors, or --json (which has them all).
-        result = summarize(ckpt, args.filter, tree=tree, rows=args.tensors or args.json)
-    emit(render_inspect(result, "json" if args.json else "text", tensors=args.tensors, depth=args.depth))
+        # The rows only where they are printed (--tensors, or --json, which has them all), and
+        # the tree's node objects only for --json: the text draws it from the summary's groups.
+        result = summarize(ckpt, args.filter, tree=tree and args.json, rows=args.tensors or args.json)
+    emit(render_inspect(result, "json" if args.json else "text", tensors=args.tensors, depth=args.depth, tree=tree))
     return 0

@@ -26,27 +26,36 @@ from itertools import filterfalse
 from typing import Any, Protocol
 
 from ..format._gcpause import paused_gc
+from ..format.header import TensorInfo
 from ._base import JsonResult
 
 MAX_DEPTH = 64
 
 
-class TensorLike(Protocol):
-    """What a tree needs of a tensor: a TensorRow (``dtype`` a code, ``parameters``) or a
-    TensorInfo (``dtype`` a DType, ``nelements``)."""
+class TensorRowLike(Protocol):
+    """What a tree needs of a tensor row (a TensorRow): ``dtype`` a code, ``parameters``."""
 
     @property
     def name(self) -> str: ...
     @property
+    def dtype(self) -> str: ...
+    @property
     def shape(self) -> Sequence[int]: ...
     @property
     def nbytes(self) -> int: ...
+    @property
+    def parameters(self) -> int: ...
 
 
-def _facts(row: Any) -> tuple[str, int]:
-    dtype = getattr(row.dtype, "code", row.dtype)
-    params = row.parameters if hasattr(row, "parameters") else row.nelements
-    return str(dtype), int(params)
+#: a row, or a header entry (``dtype`` a DType, ``nelements``)
+TensorLike = TensorRowLike | TensorInfo
+
+
+def _facts(row: TensorLike) -> tuple[str, int]:
+    """A tensor's dtype code and parameter count."""
+    if isinstance(row, TensorInfo):
+        return row.dtype.code, row.nelements
+    return row.dtype, row.parameters
 
 
 @dataclass
@@ -107,6 +116,7 @@ def natural_order(names: Sequence[str]) -> list[int]:
 
 #: a part of ASCII digits only, short enough to rank by its value as an ``int``
 _NUMBER = re.compile("[0-9]{1,18}")
+_PADDED = re.compile("^0.", re.MULTILINE)
 
 
 def _part_ranks(distinct: set[str]) -> dict[str, int]:
@@ -123,14 +133,15 @@ def _part_ranks(distinct: set[str]) -> dict[str, int]:
     others = distinct.difference(numbers)
     words = list(filterfalse(_DIGITS.search, others))
     mixed = list(filter(_DIGITS.search, others))
-    numbers.sort()  # ties of value (leading zeros) by the part: the sort by value below keeps them
+    if _PADDED.search("\n".join(numbers)):  # equal values (leading zeros): ties by the part,
+        numbers.sort()  # which the sort by value below keeps
     numbers.sort(key=int)
     words.sort()  # "" (the key ()) first: it is a prefix of every other part
     ordered = numbers + words if not words or words[0] else ["", *numbers, *words[1:]]
     if mixed:
         ordered += mixed
         ordered.sort(key=natural_key)
-    return {p: r for r, p in enumerate(ordered)}
+    return dict(zip(ordered, range(len(ordered))))
 
 
 def _natural_order(names: Sequence[str]) -> tuple[list[int], list[list[str]]]:

@@ -1,7 +1,8 @@
 """Validate a safetensors file or a sharded checkpoint, reporting every problem, not just the first.
 
-A file's header goes through ``format.check_header``, the same rule set ``parse_header``
-raises the first problem of, so ``validate`` and the reader cannot disagree on a verdict.
+A file's header goes through ``format.validate_header``: the rule set ``parse_header`` raises
+the first problem of (``check_header``), so ``validate`` and the reader cannot disagree on a
+verdict, and the header is parsed once (a well-formed one by the reader's fast path).
 A sharded checkpoint is checked shard by shard, then against its index.
 """
 
@@ -12,9 +13,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import HeaderError, SourceError
-from ..format.header import Header, parse_header
+from ..format.header import Header, validate_header
 from ..format.index import check_shard
-from ..format.rules import check_header
 from ..gguf.check import validate_gguf
 from ..gguf.split import PartOpener, check_split_set, split_count
 from ..io.locate import find_in_directory, is_index_name, is_sharded_path, locate
@@ -117,10 +117,10 @@ def validate_file(path: str, storage_options: Mapping[str, Any] | None = None, *
     finally:
         source.close()
     r.header_size = len(header)
-    for p in check_header(header, size):
+    problems, r._header = validate_header(header, size)  # the rules parse_header raises the first of
+    for p in problems:
         (r.warnings if p.warning else r.problems).append(Problem(p.code, p.message, p.tensor, p.data_offsets))
-    if not r.problems:
-        r._header = parse_header(header, size)  # cannot fail: the same rules found nothing
+    if r._header is not None:
         r.tensor_count = len(r._header.tensors)
     r.valid = not r.problems
     return r

@@ -207,7 +207,8 @@ def _summary_fields(s: Summary) -> tuple[dict[str, Any], list[Any]]:
     """The summary without its per-tensor rows and metadata (sent as columns and pairs), and the rows."""
     skip = {"tensors", "tree", "metadata", "modelspec", "filter", "total_tensor_count", "gguf_metadata",
             "repeated_blocks"}
-    fields = {f.name: to_jsonable(getattr(s, f.name)) for f in dataclasses.fields(s) if f.name not in skip}
+    fields = {f.name: to_jsonable(getattr(s, f.name)) for f in dataclasses.fields(s)
+              if f.name not in skip and not f.name.startswith("_")}  # private fields are never sent
     return fields, s.tensors
 
 
