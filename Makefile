@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test venv lint bench bench-scale clean docs
+.PHONY: demo test test-fast venv lint bench bench-scale clean docs
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -50,8 +50,15 @@ $(DEMO_STAMP): pyproject.toml
 demo: $(DEMO_STAMP)
 	$(DEMO_VENV)/bin/python examples/demo.py
 
+# Every test, every framework: PYSAFETENSORS_REQUIRE_ALL=1 makes a skip for a missing dependency a
+# failure (tests/conftest.py), so CI cannot pass with a framework or tool quietly absent.  A venv
+# with fewer extras runs plain `pytest`: those tests skip, naming the extra to install.
 test: $(STAMP) $(LLAMA_CPP)
-	$(BIN)/python -m pytest
+	PYSAFETENSORS_REQUIRE_ALL=1 $(BIN)/python -m pytest
+
+# The quick loop while editing: every test but those marked `slow` (over 5 s each).
+test-fast: $(STAMP) $(LLAMA_CPP)
+	PYSAFETENSORS_REQUIRE_ALL=1 $(BIN)/python -m pytest -m "not slow"
 
 # The documentation site (mkdocs.yml, docs/) into site/; --strict: a broken link or reference fails.
 # The test suite builds it too (tests/docs/test_docs.py), so `make test` and CI check the same.

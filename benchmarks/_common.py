@@ -43,7 +43,7 @@ def keep_warm(paths: str | Sequence[str], seconds: float) -> None:
     window is paged out).  Page cache refilled into such regions is paged out again within
     seconds, leaving holes in a file read once, so a "hot" sample after one read and a pause
     would time disk reads into those holes (and the fresh memory they take) rather than the
-    load (RESULTS.md gives the figures).  Reading the file repeatedly while the machine settles
+    load (runs/2026-11-22-bulk.md gives the figures).  Reading the file repeatedly while the machine settles
     keeps every page of it cached, which is what "hot" means; the cold workloads measure the
     other case.  The fraction resident when each sample starts is recorded (``resident_pct``).
     """

@@ -4,7 +4,8 @@
     python benchmarks/run.py --quick          # tiny smoke run (seconds)
     python benchmarks/run.py -w 1 -w 8 -n 7  # some workloads, 7 samples each
     python benchmarks/run.py --suite per-call # the per-call workloads (p*, o*, s*, m*, c*, v*)
-    python benchmarks/run.py --baseline-src ../old/src -w 1 -w 3   # also another checkout of ours
+    python benchmarks/run.py --baseline-src /tmp/bcc -w 1 -w 3   # also another checkout of ours
+    python benchmarks/run.py -n 7 --record benchmarks/runs/2026-11-30-bulk.md   # and keep the log
 
 Every sample is a fresh process (``worker.py``); the two implementations alternate sample by
 sample so background load hits both alike, and each sample starts after a pause (``--settle``,
@@ -21,8 +22,10 @@ process at several tensor counts, opening a sharded checkpoint through its index
 reading a sharded checkpoint one tensor at a time, and the CLI's start and answers on a
 100,000-tensor file (against ``python -c "import numpy"`` and upstream's header-only open in a
 fresh process).  ``--suite all`` runs both.  ``--baseline-src DIR`` adds a third side, ours
-imported from another checkout's ``src`` (``base``), alternating with the other two, so a
-regression between two commits is told from the machine's swing in one run.
+imported from another checkout (``base``: a checkout's root, e.g. ``git worktree add /tmp/bcc
+bcc5b26``, or its ``src``), alternating with the other two, so a regression between two commits
+is told from the machine's swing in one run.  ``--record FILE`` also writes the run as a log for
+``benchmarks/runs/`` (machine, command, date, code, the table and every sample).
 """
 
 from __future__ import annotations
@@ -218,7 +221,7 @@ def sample(w: Workload, impl: str, settle: float = 0.0) -> dict[str, Any]:
     # Let the machine's memory reach its idle state before the sample: on a VM with free
     # page reporting, memory the previous sample freed is handed back to the host after
     # ~2 s and costs a host fault per page when reused; without a pause a sample's cost
-    # depends on what the sample before it freed (RESULTS.md, "Why the numbers swing").
+    # depends on what the sample before it freed (runs/2026-11-22-bulk.md, "Why the numbers swing").
     # A hot workload's file is read through during the pause (see _keep_warm).
     hot = w.hot or ([w.args["path"]] if "path" in w.args else [])
     if not w.cold and hot:
@@ -244,11 +247,11 @@ def _ratio(a: float, b: float) -> float:
 
 
 def report(ws: list[Workload]) -> str:
-    """One markdown table row per workload: medians, ratio ours/upstream (and base/upstream
-    with a baseline side), the target, best samples, CPU seconds and workload facts."""
+    """One markdown table row per workload: medians, ratio ours/upstream (and base/upstream and
+    ours/base with a baseline side), the target, best samples, CPU seconds and workload facts."""
     with_base = any("base" in w.samples for w in ws)
     head = "| # | workload | upstream s | ours s | ours/upstream |"
-    head += " base s | base/upstream |" if with_base else ""
+    head += " base s | base/upstream | ours/base |" if with_base else ""
     head += " target | best of n: up / ours (ratio) | CPU s up / ours (ratio) | extra |"
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
     for w in ws:
@@ -256,7 +259,7 @@ def report(ws: list[Workload]) -> str:
         ours = median([s["seconds"] for s in w.samples["ours"]])
         ratio = _ratio(ours, up)
         # The fastest sample of each: what the code costs when the machine's memory state
-        # (see RESULTS.md: proactive reclaim, free page reporting) does not add to it.
+        # (see runs/2026-11-22-bulk.md: proactive reclaim, free page reporting) does not add to it.
         best_up = min(s["seconds"] for s in w.samples["upstream"])
         best_ours = min(s["seconds"] for s in w.samples["ours"])
         best = f"{best_up:.4f} / {best_ours:.4f} ({_ratio(best_ours, best_up):.2f}x)"
@@ -288,11 +291,100 @@ def report(ws: list[Workload]) -> str:
         if with_base:
             if "base" in w.samples:
                 base = median([s["seconds"] for s in w.samples["base"]])
-                row += f" {base:.4f} | {_ratio(base, up):.2f}x |"
+                row += f" {base:.4f} | {_ratio(base, up):.2f}x | {_ratio(ours, base):.2f}x |"
             else:
-                row += " - | - |"
+                row += " - | - | - |"
         lines.append(row + f" {target} | {best} | {cpu} | {'; '.join(extra)} |")
     return "\n".join(lines)
+
+
+def baseline_src(path: str) -> str:
+    """The folder ``pysafetensors`` is imported from for the ``base`` side: ``path`` itself when
+    the package is in it (a ``src`` folder), else ``path/src`` (a checkout's root)."""
+    path = os.path.abspath(path)
+    for candidate in (path, os.path.join(path, "src")):
+        if os.path.isfile(os.path.join(candidate, "pysafetensors", "__init__.py")):
+            return candidate
+    raise SystemExit(f"--baseline-src {path}: no pysafetensors package in it or in its src/ folder")
+
+
+def _git(where: str, *args: str) -> str:
+    try:
+        proc = subprocess.run(["git", "-C", where, *args], capture_output=True, text=True, timeout=30, check=False)
+    except OSError:
+        return ""
+    return proc.stdout.strip() if proc.returncode == 0 else ""
+
+
+def describe_code(src: str) -> str:
+    """The commit a ``src`` folder's checkout is at, and whether it has uncommitted changes."""
+    commit = _git(src, "rev-parse", "--short", "HEAD")
+    if not commit:
+        return f"{src} (not a git checkout)"
+    dirty = _git(src, "status", "--porcelain", "--untracked-files=no", "--", ".")
+    return f"{commit}{' + uncommitted changes' if dirty else ''} ({src})"
+
+
+def _version(dist: str) -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(dist)
+    except PackageNotFoundError:
+        return "not installed"
+
+
+def machine_line() -> str:
+    """The machine a run was on: CPU, memory, kernel, Python and the packages the workloads use."""
+    model = ""
+    try:
+        with open("/proc/cpuinfo") as f:
+            model = next((ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")), "")
+    except OSError:
+        pass
+    mem = ""
+    try:
+        with open("/proc/meminfo") as f:
+            kib = int(next(ln for ln in f if ln.startswith("MemTotal:")).split()[1])
+        mem = f", {kib / (1 << 20):.0f} GiB"
+    except (OSError, StopIteration, ValueError):
+        pass
+    packages = ", ".join(f"{d} {_version(d)}" for d in ("torch", "numpy", "safetensors"))
+    return (f"{platform.machine()}, {os.cpu_count()} CPUs{f' ({model})' if model else ''}{mem}, "
+            f"{platform.system()} {platform.release()}, Python {platform.python_version()}; {packages}")
+
+
+def record(path: str, ws: list[Workload], *, argv: list[str], started: float, finished: float,
+           summary: str, table: str, base: str | None) -> None:
+    """Write the run as a Markdown log (a file for ``benchmarks/runs/``): when, where, what code,
+    the command, the table and every sample in run order.  Written to a temporary name and renamed."""
+    stamp = time.strftime("%Y-%m-%d %H:%M", time.gmtime(started))
+    end = time.strftime("%H:%M", time.gmtime(finished))
+    suites = sorted({w.suite for w in ws})
+    lines = [
+        f"# {' and '.join(suites) or 'no'} workloads (benchmarks/run.py), {stamp}-{end} UTC",
+        "",
+        f"- **Machine**: {machine_line()}.",
+        f"- **Command**: `{' '.join(['python', 'benchmarks/run.py', *argv])}`.",
+        f"- **Code**: ours {describe_code(os.path.join(os.path.dirname(HERE), 'src'))}"
+        + (f"; base {describe_code(base)}" if base else "") + ".",
+        f"- **Run**: {summary}.",
+        "",
+        table,
+        "",
+        "Every sample, in run order (seconds):",
+        "",
+        "| # | side | seconds |",
+        "|---|---|---|",
+    ]
+    for w in ws:
+        for impl, samples in w.samples.items():
+            seconds = " ".join(f"{s['seconds']:.4f}" for s in samples)
+            lines.append(f"| {w.key} | {impl} | {seconds} |")
+    tmp = path + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write("\n".join(lines) + "\n")
+    os.replace(tmp, path)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -312,8 +404,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--suite", choices=("bulk", "per-call", "all"), default=None,
                    help="which workloads (default bulk; with -w, every suite's keys are accepted)")
     p.add_argument("--baseline-src", metavar="DIR",
-                   help="also run ours from another checkout's src/ (a third side, 'base', alternating)")
+                   help="also run ours from another checkout (its root or its src/; a third side, 'base', "
+                   "alternating), e.g. a git worktree of an older commit")
+    p.add_argument("--record", metavar="FILE",
+                   help="also write the run (machine, command, date, code, table, every sample) as a "
+                   "Markdown log, e.g. benchmarks/runs/DATE-bulk.md")
     opts = p.parse_args(argv)
+    base: tuple[str, ...] = ()
+    if opts.baseline_src:  # checked before any data file is made
+        os.environ["BENCH_BASE_SRC"] = baseline_src(opts.baseline_src)
+        base = ("base",)
     if opts.settle is None:
         opts.settle = 0.0 if opts.quick else 3.0
     os.makedirs(opts.data, exist_ok=True)
@@ -323,10 +423,6 @@ def main(argv: list[str] | None = None) -> int:
     ws += per_call_workloads(opts.data, opts.quick) if suite in ("per-call", "all") else []
     if opts.workload:
         ws = [w for w in ws if w.key in opts.workload]
-    base: tuple[str, ...] = ()
-    if opts.baseline_src:
-        os.environ["BENCH_BASE_SRC"] = os.path.abspath(opts.baseline_src)
-        base = ("base",)
     _compile_sources(os.path.join(os.path.dirname(HERE), "src"), *([os.environ["BENCH_BASE_SRC"]] if base else []))
     for w in ws:
         impls = IMPLS + base + (("ours_durable",) if w.worker.startswith("save") else ())
@@ -341,13 +437,18 @@ def main(argv: list[str] | None = None) -> int:
                 w.samples[impl].append(sample(w, impl, settle))
         print(f"workload {w.key} done", file=sys.stderr)
     load = os.getloadavg()
-    print(
-        f"machine: {platform.machine()}, {os.cpu_count()} CPUs, python {platform.python_version()}, "
+    summary = (
         f"load average before/after run: {load[2]:.2f}/{load[0]:.2f}; "
         f"samples each: {', '.join(sorted({f'{len(w.samples[IMPLS[0]])}' for w in ws})) or '0'}; "
         f"settle {opts.settle:g} s (per-call workloads at most 0.5 s); {time.time() - started:.0f} s total"
     )
-    print(report(ws))
+    print(f"machine: {platform.machine()}, {os.cpu_count()} CPUs, python {platform.python_version()}, {summary}")
+    table = report(ws)
+    print(table)
+    if opts.record:
+        record(opts.record, ws, argv=sys.argv[1:] if argv is None else argv, started=started, finished=time.time(),
+               summary=summary, table=table, base=os.environ.get("BENCH_BASE_SRC") if base else None)
+        print(f"recorded in {opts.record}", file=sys.stderr)
     if opts.json_out:
         with open(opts.json_out, "w") as f:
             json.dump({w.key: w.samples for w in ws}, f, indent=1)

@@ -1,4 +1,5 @@
-"""Helpers shared by tests in several folders: sample tensors, page-cache control, advice spies.
+"""Helpers shared by tests in several folders: optional dependencies, sample tensors, page-cache
+control, advice spies.
 
 ``evict`` is the benchmarks' own (``benchmarks/_common.py``, stdlib only), loaded by path since
 ``benchmarks/`` is a folder of scripts, not a package.
@@ -6,8 +7,10 @@
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
 from pathlib import Path
+from types import ModuleType
 
 import numpy as np
 import pytest
@@ -23,6 +26,43 @@ _spec.loader.exec_module(_common)
 
 #: Drop a file from the page cache (written back first, so every page can go).
 evict = _common.evict
+
+#: The extra (``pip install -e '.[EXTRA]'``) that installs each optional top-level module the tests
+#: import; a module not named here comes with the ``test`` extra.
+EXTRA_OF = {
+    "torch": "torch",
+    "jax": "jax",
+    "flax": "flax",
+    "tensorflow": "tensorflow",
+    "paddle": "paddle",
+    "mlx": "mlx",
+    "mkdocs": "docs",
+    "mkdocstrings": "docs",
+    "griffe": "docs",
+    "matplotlib": "bench",
+}
+
+#: Every missing-dependency skip's reason holds this text: the conftest hook turns such skips into
+#: failures under ``PYSAFETENSORS_REQUIRE_ALL=1`` (``make test``), so a full run cannot hide one.
+INSTALL_HINT = "pip install -e '.["
+
+
+def install_hint(module: str, extra: str | None = None) -> str:
+    """The skip reason for a missing ``module``: what to install to run the test."""
+    extra = extra or EXTRA_OF.get(module.partition(".")[0], "test")
+    return f"{module} is not installed: {INSTALL_HINT}{extra}]'"
+
+
+def require(module: str, extra: str | None = None) -> ModuleType:
+    """Import ``module``, or skip the test with the install hint of the extra that provides it.
+
+    For tests parametrized over frameworks: call it inside the test (or the parameter's factory),
+    so a missing framework skips its own parameters, never the whole file.
+    """
+    try:
+        return importlib.import_module(module)
+    except ImportError:
+        pytest.skip(install_hint(module, extra))
 
 
 def sample_arrays() -> dict[str, dict[str, np.ndarray]]:

@@ -105,6 +105,8 @@ def _section(parser: argparse.ArgumentParser, level: int, path: str, summary: st
         lines += [_md(description), ""]
     lines += ["```text", _usage(parser), "```", ""]
     lines += _arguments_table(parser)
+    if parser.epilog:  # examples and notes, laid out by hand (RawDescriptionHelpFormatter): kept verbatim
+        lines += ["```text", parser.epilog.strip("\n"), "```", ""]
     for action in _subparsers(parser):
         children = _children(action)
         lines += ["| command | what it does |", "|---|---|"]
@@ -112,8 +114,6 @@ def _section(parser: argparse.ArgumentParser, level: int, path: str, summary: st
         lines.append("")
         for name, h, sub in children:
             lines += _section(sub, min(level + 1, 6), f"{path} {name}", h)
-    if parser.epilog:
-        lines += [_md(parser.epilog), ""]
     return lines
 
 
@@ -140,7 +140,7 @@ def build_parser(root: Path) -> argparse.ArgumentParser:
         sys.path.insert(0, src)
     from pysafetensors.cli.main import build_parser as build
 
-    return build()
+    return build("*")  # every command's module loaded: the full parsers, not the --help stand-ins
 
 
 def on_files(files: Files, config: Any) -> Files:

@@ -3,15 +3,48 @@
 ``import pysafetensors as safetensors`` is a drop-in for the upstream package's API, and
 ``pysafetensors.install_as_safetensors()`` makes ``import safetensors`` itself give this
 package, for libraries that import it.  Importing this package imports no framework.
+
+The public names are loaded on first use (PEP 562 module ``__getattr__``): ``import
+pysafetensors`` alone costs almost nothing, so ``pysafetensors --version`` and ``--help`` start
+without importing numpy or the format core; ``from pysafetensors import safe_open``,
+``pysafetensors.safe_open`` and ``dir(pysafetensors)`` work as for eagerly imported names.
 """
 
 from __future__ import annotations
 
-from ._alias import install_as_safetensors, uninstall_as_safetensors
-from ._api import SafetensorsWriter, TensorSpec, deserialize, open_writer, serialize, serialize_file
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from ._version import __version__
-from .errors import SafetensorError
-from .handle import _safe_open_handle, safe_open
+
+if TYPE_CHECKING:  # the names as type checkers and IDEs see them (the same objects, imported eagerly)
+    from ._alias import install_as_safetensors, uninstall_as_safetensors
+    from ._api import SafetensorsWriter, TensorSpec, deserialize, open_writer, serialize, serialize_file
+    from .errors import SafetensorError
+    from .handle import _safe_open_handle, safe_open
+
+# public name -> the module (relative to this package) that defines it
+_LAZY: dict[str, str] = {
+    "install_as_safetensors": "._alias",
+    "uninstall_as_safetensors": "._alias",
+    "SafetensorsWriter": "._api",
+    "TensorSpec": "._api",
+    "deserialize": "._api",
+    "open_writer": "._api",
+    "serialize": "._api",
+    "serialize_file": "._api",
+    "SafetensorError": ".errors",
+    "_safe_open_handle": ".handle",
+    "safe_open": ".handle",
+}
+
+# Subpackages and modules reachable as attributes (``pysafetensors.io.open_source``) without
+# importing them first, as when the package imported them eagerly.  Framework faces are not
+# listed: ``hasattr(pysafetensors, "torch")`` must not import a framework face.
+_SUBMODULES = frozenset({
+    "cli", "convert", "distributed", "errors", "format", "gguf", "handle", "io", "reader", "run", "sharded",
+    "staging", "tools", "view", "writer",
+})
 
 __all__ = [
     "SafetensorError",
@@ -27,3 +60,22 @@ __all__ = [
     "serialize_file",
     "uninstall_as_safetensors",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """Import the module behind a public name (or a listed submodule) on first access, and keep
+    the value in the package's namespace so later lookups are plain attribute reads."""
+    module_name = _LAZY.get(name)
+    if module_name is not None:
+        value = getattr(importlib.import_module(module_name, __name__), name)
+    elif name in _SUBMODULES:
+        value = importlib.import_module(f".{name}", __name__)
+    else:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    """The public names (loaded or not) and whatever the namespace already holds."""
+    return sorted(set(globals()) | set(__all__))

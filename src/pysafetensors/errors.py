@@ -11,7 +11,12 @@ from typing import Any
 
 
 class SafetensorError(Exception):
-    """Base of every error pysafetensors raises about a file, a tensor or an argument."""
+    """Base of every error pysafetensors raises about a file, a tensor or an argument.
+
+    ``input_name`` is the input (a path, a redacted URL) a tool opened when the error came out
+    of opening it: the command line names it when it prints the problem in a user's words."""
+
+    input_name: str | None = None
 
     def __init__(self, message: str = "", **context: Any) -> None:
         super().__init__(message)
@@ -45,6 +50,8 @@ class HeaderError(SafetensorError):
     reason: str  # set in __init__ through the context dict
     detail: str | None
     plain: str | None = None
+    code: str | None = None  # the rule broken (``format.rules.HeaderProblem.code``), e.g. "header_too_large"
+    header_size: int | None = None  # N, when the length prefix was read
 
     def __init__(self, message: str = "", **context: Any) -> None:
         reason = context.pop("reason", message)
@@ -221,6 +228,16 @@ class SourceError(SafetensorError, OSError):
     offset: int | None = None
     tensor: str | None = None
     source: str | None = None
+    code: str | None = None  # a stream that ended before 8 bytes: "header_too_small", as ``validate`` lists it
+    size: int | None = None  # the bytes there were (a short stream) or were declared (a too-large one)
+
+
+class InputTooLarge(SourceError):
+    """A stream (pipe, FIFO, character device) is longer, or its header declares more, than the
+    cap on what is copied of a streamed input (``limit``, bytes): refused before the copy grows
+    past it.  ``max_input_size`` (``--max-input-size`` on the command line) changes the cap."""
+
+    limit: int
 
 
 class InsufficientMemory(SafetensorError, MemoryError):

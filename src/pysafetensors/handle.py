@@ -11,12 +11,15 @@ from ._adapters import load_adapter
 from ._device import parse_device
 from .errors import BYTES_PREFIX, HeaderError
 from .format._gcpause import paused_gc
+from .format.slicing import is_full_index
 from .io.sources import MemorySource
 from .reader import SafeFile, TensorFile, check_threads
 from .sharded import open_file
 
 if TYPE_CHECKING:
     from typing_extensions import Self
+
+    from .format.header import TensorInfo
 
 
 class safe_open:
@@ -121,17 +124,20 @@ class safe_open:
 
     def get_slice(self, name: str) -> SafeSlice:
         """A lazy view of ``name``: index it to read only the bytes the index needs."""
-        self._file.info(name)
-        return SafeSlice(self, name)
+        return SafeSlice(self, name, self._file.info(name))
 
 
 class SafeSlice:
     """Returned by ``safe_open.get_slice``: shape and dtype now, bytes on indexing."""
 
-    def __init__(self, handle: safe_open, name: str) -> None:
+    # One is made per tensor by loaders that keep them (transformers): slots, and the header
+    # entry looked up once by ``get_slice``.
+    __slots__ = ("_handle", "_info", "_name")
+
+    def __init__(self, handle: safe_open, name: str, info: TensorInfo | None = None) -> None:
         self._handle = handle
         self._name = name
-        self._info = handle._file.info(name)
+        self._info = handle._file.info(name) if info is None else info
 
     def get_shape(self) -> list[int]:
         return list(self._info.shape)
@@ -154,6 +160,9 @@ class SafeSlice:
 
     def __getitem__(self, index: Any) -> Any:
         h = self._handle
+        if is_full_index(index, len(self._info.shape)):
+            # ``[:]``, ``[...]``: the whole tensor, as get_tensor reads it (no slice plan).
+            return h._adapter.from_raw(h._file.raw(self._name), h._device)
         return h._adapter.get_slice(h._file, self._name, index, h._device)
 
     def __repr__(self) -> str:

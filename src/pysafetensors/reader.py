@@ -227,6 +227,7 @@ class SafeFile:
         self._ranged = cast(RangedReadable, source) if caps.ranged else None
         self._closed = False
         self._lock = threading.Lock()
+        self._data_start = self.header.data_start  # asked for on every read
 
     # --- header facts -----------------------------------------------------------------
     @cached_property
@@ -268,15 +269,15 @@ class SafeFile:
 
     # --- bytes --------------------------------------------------------------------------
     def _absolute(self, info: TensorInfo) -> int:
-        return self.header.data_start + info.begin
+        return self._data_start + info.begin
 
     def raw(self, name: str) -> RawTensor:
         """The whole tensor: a zero-copy view when the source allows it, else a fresh read."""
         info = self.info(name)
-        start = self._absolute(info)
+        start = self._data_start + info.begin
         try:
             if self._views is not None:
-                data = self._views.view(start, info.nbytes)
+                data = self._views.view(start, info.end - info.begin)
                 return RawTensor(info.name, info.dtype, info.shape, data, True, self._writable_views)
             # A big tensor is read like a whole file: in chunks, by the CPUs available.
             workers = read_workers(self.source, info.nbytes)

@@ -11,7 +11,6 @@ checkpoint (see its docstring).
 
 from __future__ import annotations
 
-import errno
 import math
 import os
 import secrets
@@ -22,7 +21,6 @@ from typing import Any
 
 from .errors import (
     CheckpointMismatch,
-    CheckpointNotFound,
     FileClosed,
     InvalidIndex,
     SerializeError,
@@ -34,7 +32,6 @@ from .format.header import HEADER_CAP, TensorInfo
 from .format.index import (
     CHECKPOINT_ID_KEY,
     DEFAULT_MAX_SHARD_SIZE,
-    INDEX_SUFFIX,
     ShardCheck,
     ShardIndex,
     check_shard,
@@ -44,12 +41,17 @@ from .format.index import (
     plan_shards,
     shard_name_pattern,
     shard_names,
-    shard_position,
     without_checkpoint_id,
 )
 from .format.layout import unique_by_name
 from .format.slicing import SlicePlan
-from .io import fstype
+from .io.locate import (
+    backend_chooser,
+    find_in_directory,
+    is_index_name,
+    pick_checkpoint_file,
+    resolve_location,
+)
 from .io.memory import mem_available
 from .io.protocols import capabilities
 from .io.registry import open_source, sibling_url, url_scheme
@@ -371,83 +373,6 @@ def _to_str(v: Any) -> str:
     return json.dumps(v) if not isinstance(v, (int, float)) or isinstance(v, bool) else str(v)
 
 
-def is_index_name(obj: Any) -> bool:
-    if isinstance(obj, os.PathLike):
-        obj = os.fspath(obj)
-    if not isinstance(obj, str):
-        return False
-    path = obj.split("?", 1)[0] if url_scheme(obj) else obj
-    base = path.rstrip("/").rsplit("/", 1)[-1]
-    return base.endswith(".json") and ".safetensors.index" in base or base.endswith(INDEX_SUFFIX)
-
-
-def find_in_directory(directory: str) -> str:
-    """The file to load in a checkpoint directory: its index, or its only ``.safetensors`` file."""
-    return os.path.join(directory, pick_checkpoint_file(os.listdir(directory), directory))
-
-
-def pick_checkpoint_file(names: Sequence[str], directory: str) -> str:
-    """Which of ``names`` (a directory's listing) to load: the index, or the only ``.safetensors`` file.
-
-    ``directory`` names the place in errors (a path, or a redacted URL prefix)."""
-    names = sorted(names)
-    indexes = [n for n in names if is_index_name(n)]
-    if len(indexes) > 1:
-        preferred = [n for n in indexes if n == index_file_name()]
-        if not preferred:
-            raise InvalidIndex(f"{directory}: several index files ({', '.join(indexes)}); open one of them")
-        indexes = preferred
-    if indexes:
-        return indexes[0]
-    files = [n for n in names if n.endswith(".safetensors")]
-    if len(files) == 1:
-        position = shard_position(files[0])
-        if position is not None and position[1] > 1:
-            # One shard of a set and no index: half a checkpoint (an interrupted save, a partial
-            # copy), not a checkpoint of its own.  The file itself can still be opened by name.
-            raise InvalidIndex(
-                f"{directory}: holds only {files[0]}, shard {position[0]} of {position[1]}, and no index; "
-                "the checkpoint is incomplete (open the file by its name to read it alone)"
-            )
-        return files[0]
-    if not files:
-        raise CheckpointNotFound(
-            f"No such file or directory: {directory}: no *.safetensors.index.json or .safetensors file in it",
-            errno=errno.ENOENT, strerror="No such file or directory", filename=directory,
-        )
-    raise InvalidIndex(f"{directory}: several .safetensors files and no index ({', '.join(files)}); open one of them")
-
-
-def resolve_location(path: str, storage_options: Mapping[str, Any] | None = None) -> str:
-    """The file a checkpoint location names: a local directory or an fsspec URL prefix
-    (``s3://bucket/ckpt/``) gives its index, or its only file; anything else is itself."""
-    if url_scheme(path) is None and os.path.isdir(path):
-        return find_in_directory(path)
-    found = _url_directory_file(path, storage_options)
-    return path if found is None else found
-
-
-def _url_directory_file(url: str, storage_options: Mapping[str, Any] | None) -> str | None:
-    """For an fsspec URL naming a directory (a trailing ``/``, or an extension-less name that
-    is a prefix with objects under it): the URL of the checkpoint file in it; else None."""
-    if url_scheme(url) in (None, "file", "http", "https"):
-        return None
-    path = url.split("?", 1)[0]
-    base = path.rstrip("/").rsplit("/", 1)[-1]
-    if not path.endswith("/") and base.endswith((".safetensors", ".json")):
-        return None  # a file name: no listing request
-    from .io.remote_prefix import RemotePrefix
-
-    try:
-        prefix = RemotePrefix(url, storage_options)
-        listed = path.endswith("/") or prefix.is_directory()
-    except Exception:  # noqa: BLE001 - opening it as a file gives the real error (missing backend...)
-        return None
-    if not listed:
-        return None
-    return prefix.join(pick_checkpoint_file(prefix.names(), prefix.name + "/"))
-
-
 def open_index(
     location: Any, backend: str | None = None, storage_options: Mapping[str, Any] | None = None
 ) -> ShardedFile:
@@ -455,15 +380,9 @@ def open_index(
     through ``io.open_source`` with ``backend`` (None: chosen per shard)."""
     location = os.fspath(location) if isinstance(location, os.PathLike) else location
     remote = url_scheme(location) not in (None, "file")
-    # A local checkpoint reads the mount table once: every file's backend (the index's, each
-    # shard's) is still chosen by the filesystem it is on (a shard may be a mount point itself).
-    mounts = None if remote or backend is not None else fstype.read_mountinfo() or ""
-
-    def backend_for(where: str) -> str | None:
-        if mounts is None or url_scheme(where) is not None:
-            return backend
-        return fstype.default_backend(where, mounts)
-
+    # Every file's backend (the index's, each shard's) is chosen by the filesystem it is on (a
+    # shard may be a mount point itself).
+    backend_for = backend_chooser(backend, remote)
     src = open_source(location, backend_for(location), storage_options)
     try:
         if src.size > INDEX_CAP:

@@ -4,8 +4,9 @@ fixtures and helpers, and no test file grows past ~400 lines (split it by subjec
 
 from __future__ import annotations
 
-import os
 import re
+import subprocess
+from functools import cache
 from pathlib import Path
 
 import pytest
@@ -34,24 +35,43 @@ SUBJECTS = {
 MAX_LINES = 400
 
 
+@cache
+def _tracked() -> tuple[Path, ...]:
+    """The project's files as git knows them (``git ls-files``): never a venv, build output or
+    other untracked file that happens to lie in the checkout."""
+    try:
+        out = subprocess.run(["git", "ls-files", "-z"], cwd=TESTS.parent, capture_output=True, check=True).stdout
+    except (OSError, subprocess.CalledProcessError) as e:  # an unpacked sdist: no layout to check
+        pytest.skip(f"not a git checkout: {e}")
+    paths = (TESTS.parent / name for name in out.decode("utf-8").split("\0") if name)
+    return tuple(p for p in paths if p.is_file())  # a file deleted but not yet staged is gone
+
+
+def _tracked_tests() -> list[Path]:
+    try:
+        return sorted(p for p in _tracked() if p.suffix == ".py" and TESTS in p.parents)
+    except pytest.skip.Exception:
+        return []
+
+
 def _src_names() -> set[str]:
     return {p.stem.lstrip("_") for p in PKG.iterdir() if p.suffix == ".py" or (p / "__init__.py").is_file()}
 
 
 def test_the_root_holds_only_shared_fixtures_and_helpers() -> None:
-    loose = sorted(p.name for p in TESTS.glob("*.py") if p.name not in ROOT_FILES)
+    loose = sorted(p.name for p in _tracked() if p.parent == TESTS and p.suffix == ".py" and p.name not in ROOT_FILES)
     assert loose == [], f"move these into the folder of the code they cover: {loose}"
 
 
 def test_every_folder_is_a_module_of_src_or_a_named_subject() -> None:
     names = _src_names()
     assert {"format", "io", "sharded", "staging", "gguf"} <= names  # the check itself sees src/
-    folders = sorted(p.name for p in TESTS.iterdir() if p.is_dir() and not p.name.startswith((".", "__")))
+    folders = sorted({p.relative_to(TESTS).parts[0] for p in _tracked() if TESTS in p.parents and p.parent != TESTS})
     unknown = [f for f in folders if f not in names and f not in SUBJECTS]
     assert unknown == [], f"name a tests/ folder after the src/pysafetensors module it covers: {unknown}"
 
 
-@pytest.mark.parametrize("path", sorted(TESTS.rglob("*.py")), ids=lambda p: p.relative_to(TESTS).as_posix())
+@pytest.mark.parametrize("path", _tracked_tests(), ids=lambda p: p.relative_to(TESTS).as_posix())
 def test_no_file_is_longer_than_the_limit(path: Path) -> None:
     lines = len(path.read_text(encoding="utf-8").splitlines())
     assert lines <= MAX_LINES, f"{path.relative_to(TESTS)} has {lines} lines: split it by subject"
@@ -59,16 +79,18 @@ def test_no_file_is_longer_than_the_limit(path: Path) -> None:
 
 #: Where the project names its test files (CHANGELOG.md records history: the paths as they were then).
 _NAMED_IN = (".py", ".md", ".toml", ".yml", ".yaml", ".cfg", ".ini", ".txt")
-_SKIPPED_DIRS = {"node_modules", "site", "build", "dist"}
 _TEST_PATH = re.compile(r"(?<![\w/.-])tests/[\w/.-]*\.py\b")
 
 
 def _project_texts() -> list[Path]:
-    out = []
-    for folder, dirs, files in os.walk(TESTS.parent):
-        dirs[:] = [d for d in dirs if not d.startswith(".") and d not in _SKIPPED_DIRS]  # .git, .venv: not walked
-        out += [Path(folder, f) for f in files if f.endswith(_NAMED_IN) and f != "CHANGELOG.md"]
-    return out
+    return [p for p in _tracked() if p.name.endswith(_NAMED_IN) and p.name != "CHANGELOG.md"]
+
+
+def test_the_layout_is_read_from_git_not_the_working_directory() -> None:
+    """A venv or build folder inside the checkout is not part of the project: only tracked files count."""
+    tracked = set(_tracked())
+    assert TESTS / "conftest.py" in tracked and TESTS / "architecture" / "test_tests_layout.py" in tracked
+    assert not any(part.startswith(".venv") or part == "site-packages" for p in tracked for part in p.parts)
 
 
 def test_every_test_file_named_in_the_project_exists() -> None:

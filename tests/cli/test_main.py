@@ -78,7 +78,8 @@ def test_common_options_before_or_after_command(sample: Path) -> None:
 
 def test_registry_routes_every_added_name(monkeypatch: pytest.MonkeyPatch) -> None:
     # A module that is listed but missing keeps its name reserved instead of breaking the CLI.
-    monkeypatch.setattr(cli_main, "COMMANDS", (*cli_main.COMMANDS, "not_a_module_yet"))
+    monkeypatch.setattr(cli_main, "COMMANDS",
+                        {**cli_main.COMMANDS, "not_a_module_yet": cli_main.Command("not_a_module_yet", "later")})
     r = run_cli("not_a_module_yet")
     assert r.code == 2 and "not available" in r.err
 

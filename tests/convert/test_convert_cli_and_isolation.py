@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from pysafetensors.cli import convert as convert_cli
+from pysafetensors.cli._options import finish_args
 
 from .convert_helpers import read_safetensors
 
@@ -24,9 +25,7 @@ SRC = os.path.join(os.path.dirname(__file__), "..", "..", "src")
 def run_cli(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="pysafetensors")
     convert_cli.add_parser(parser.add_subparsers(dest="command"))
-    args = parser.parse_args(argv)
-    if not hasattr(args, "json"):
-        args.json = False
+    args = finish_args(parser.parse_args(argv))  # the common options main() attaches
     return convert_cli.run(args)
 
 

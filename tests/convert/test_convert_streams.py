@@ -1,6 +1,6 @@
 """convert reads a pipe (``/dev/stdin``, a FIFO): copied once to a temporary file, bounded by the
-free disk space, then converted like the file itself; a stream too large for the disk is refused
-with a message naming it."""
+cap on streamed inputs, then converted like the file itself; a stream over the cap is refused
+with a message naming it and the cap."""
 
 from __future__ import annotations
 
@@ -16,7 +16,8 @@ import numpy as np
 import pytest
 
 from pysafetensors.convert import convert_file
-from pysafetensors.errors import ConversionError
+from pysafetensors.errors import InputTooLarge
+from pysafetensors.tools.convert import convert_checkpoint
 
 from .convert_helpers import read_safetensors
 
@@ -112,14 +113,23 @@ def test_gguf_converts_from_a_pipe(tmp_path: Path) -> None:
 
 
 @pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="names a pipe through /proc/self/fd")
-def test_a_stream_larger_than_the_space_is_refused(tmp_path: Path) -> None:
-    from pysafetensors.convert.streams import spooled
+def test_a_stream_over_the_cap_is_refused(tmp_path: Path) -> None:
+    from pysafetensors.io.spool import spool
 
     data = os.urandom(300_000)
-    with (pipe_of(data) as path, pytest.raises(ConversionError, match="larger than the 100,000 bytes free") as e,
-          spooled(path, limit=100_000, directory=str(tmp_path))):
-        pass
-    assert path in str(e.value) and "save it to a file first" in str(e.value)
-    assert list(tmp_path.iterdir()) == []  # the partial copy is gone
-    with pipe_of(data) as path, spooled(path, limit=300_000, directory=str(tmp_path)) as copy:
-        assert copy.read() == data  # exactly the limit fits
+    with pipe_of(data) as path, pytest.raises(InputTooLarge, match="longer than the 100,000-byte cap") as e:
+        spool(path, whole=True, max_input_size=100_000, directory=str(tmp_path))
+    assert path in str(e.value) and "--max-input-size" in str(e.value) and e.value.limit == 100_000
+    assert list(tmp_path.iterdir()) == []  # the partial copy is gone (anonymous)
+    with pipe_of(data) as path, spool(path, whole=True, max_input_size=300_000, directory=str(tmp_path)) as copy:
+        assert copy.read() == data  # exactly the cap fits
+
+
+def test_convert_of_an_endless_device_stops_at_the_cap(tmp_path: Path) -> None:
+    out = tmp_path / "out.safetensors"
+    with pytest.raises(InputTooLarge, match="/dev/zero.*1,000,000-byte cap"):
+        convert_checkpoint("/dev/zero", out, max_input_size=1_000_000)
+    assert list(tmp_path.iterdir()) == []  # nothing written
+    with pytest.raises(InputTooLarge):
+        convert_file("/dev/zero", out, max_input_size=1_000_000)
+    assert list(tmp_path.iterdir()) == []

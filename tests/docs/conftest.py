@@ -7,11 +7,14 @@ import sys
 from pathlib import Path
 
 import pytest
+from _helpers import require
 from docs_helpers import ROOT, env
 
 
 @pytest.fixture(scope="session")
 def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    for module in ("mkdocs", "mkdocstrings", "mkdocstrings_handlers.python", "material"):
+        require(module, "docs")  # mkdocs.yml's theme and plugins
     out = tmp_path_factory.mktemp("site")
     proc = subprocess.run(
         [sys.executable, "-m", "mkdocs", "build", "--strict", "--config-file", str(ROOT / "mkdocs.yml"),

@@ -12,9 +12,11 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-import griffe
 import pytest
+from _helpers import require
 from docs_helpers import DOCS, SRC
+
+griffe = require("griffe", "docs")
 
 DIRECTIVE = re.compile(r"^:::\s*(?P<path>[\w.]+)\s*$", re.MULTILINE)
 

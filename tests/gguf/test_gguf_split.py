@@ -163,6 +163,21 @@ def test_the_viewer_shows_the_set(split_set: list[Path]) -> None:
     assert json.dumps(doc)  # the page's JSON
 
 
+def test_view_exports_the_whole_set(split_set: list[Path], single: Path, tmp_path: Path) -> None:
+    """`view --export` given any part reports the set's seven tensors, as it does for the merged file."""
+    pages = {}
+    for name, given in (("set", split_set[1]), ("one", single)):
+        out = tmp_path / f"{name}.html"
+        code, _, err = run_cli("view", given, "--export", out)
+        assert code == 0, err
+        pages[name] = out.read_text(encoding="utf-8")
+    names = [name for name in _tensors()]
+    assert len(names) == 7
+    for page in pages.values():
+        assert all(json.dumps(n)[1:-1] in page for n in names)
+    assert all(f.name in pages["set"] for f in split_set)
+
+
 def test_a_set_over_http_and_fsspec(split_set: list[Path], single: Path) -> None:
     """The other files are found beside the one given at the same URL (HTTP Range requests; fsspec),
     and a pipe, which has no files beside it, is refused with the reason."""

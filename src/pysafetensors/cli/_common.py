@@ -18,32 +18,13 @@ from ..gguf.values import joined_text
 from ..tools import Bar, Progress, to_jsonable
 from ..tools.checkpoint import matches
 from ..tools.summary import VALUE_CHARS, shorten
+from ._options import escape_text, escape_texts
 
-__all__ = ["emit", "escape_json_controls", "escape_text", "matches", "progress", "progress_factory", "render_json", "terminal_safe", "to_jsonable"]
+__all__ = ["emit", "escape_json_controls", "escape_text", "escape_texts", "matches", "progress", "progress_factory", "render_json", "terminal_safe", "to_jsonable"]
 
 
 def emit(text: str) -> None:
     sys.stdout.write(text if text.endswith("\n") or not text else text + "\n")
-
-
-# C0 controls, DEL, C1 controls, and the invisible bidi/line controls that reorder or break
-# what a terminal shows (U+202E right-to-left override makes "txt.exe" read "exe.txt").
-_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069\ufeff]")
-_NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
-
-
-def _escape_char(m: re.Match[str]) -> str:
-    c = m.group(0)
-    return _NAMED.get(c) or (f"\\x{ord(c):02x}" if ord(c) < 0x100 else f"\\u{ord(c):04x}")
-
-
-def escape_text(text: str) -> str:
-    """``text`` safe to print on a terminal: control and bidi characters written as escapes.
-
-    A tensor name or metadata value holding a newline cannot forge output lines, and an
-    escape sequence (``\\x1b]0;...\\x07`` sets the window title) is shown, not obeyed.
-    """
-    return _UNSAFE.sub(_escape_char, text)
 
 
 def terminal_safe(obj: Any) -> Any:
@@ -61,6 +42,8 @@ def terminal_safe(obj: Any) -> Any:
     if isinstance(obj, dict):
         return {terminal_safe(k): terminal_safe(v) for k, v in obj.items()}
     if isinstance(obj, list):
+        if all(type(v) is int for v in obj):  # indices, shapes, offsets: nothing to escape
+            return list(obj)
         return [terminal_safe(v) for v in obj]
     if isinstance(obj, tuple):
         return tuple(terminal_safe(v) for v in obj)

@@ -1,5 +1,6 @@
 """The one place the CLI opens its inputs: :func:`pysafetensors.tools.checkpoint.open_checkpoint`
-with the options the command line gave (``--timeout`` for http(s) URLs).
+with the options the command line gave (``args.remote``: ``--timeout`` and ``-H`` headers for
+http(s) URLs, ``-o`` storage options for fsspec URLs, ``--max-input-size`` for streams).
 
 An input is a local file, an ``http(s)://`` or fsspec URL, a ``*.safetensors.index.json``
 (local or URL), a local directory holding a checkpoint, or a pipe (``/dev/stdin``); the
@@ -11,12 +12,9 @@ tools, which take either kind.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
-from contextvars import ContextVar
+from collections.abc import Mapping
 from typing import Any, Literal, overload
 
-from ..io.registry import url_scheme
 from ..tools.checkpoint import (
     Checkpoint,
     GGUFCheckpoint,
@@ -25,44 +23,32 @@ from ..tools.checkpoint import (
     is_sharded_path,
     open_checkpoint,
 )
+from ._options import RemoteOptions
 
 Input = Checkpoint
 
-_TIMEOUT: ContextVar[float | None] = ContextVar("pysafetensors_cli_timeout", default=None)
-
-
-@contextmanager
-def command_options(timeout: float | None) -> Iterator[None]:
-    """Options of one command-line run that every input it opens gets (set by cli/main.py)."""
-    token = _TIMEOUT.set(timeout)
-    try:
-        yield
-    finally:
-        _TIMEOUT.reset(token)
-
-
-def storage_options_for(path: str | os.PathLike[str]) -> dict[str, Any]:
-    """The storage options this run gives ``path``: ``timeout`` for an http(s) URL."""
-    timeout = _TIMEOUT.get()
-    if timeout is not None and url_scheme(os.fspath(path)) in ("http", "https"):
-        return {"timeout": timeout}
-    return {}
-
 
 @overload
-def open_input(path: str | os.PathLike[str], storage_options: Mapping[str, Any] | None = None, *,
+def open_input(path: str | os.PathLike[str], remote: RemoteOptions | None = None,
+               storage_options: Mapping[str, Any] | None = None, *,
                gguf: Literal[False] = False, gguf_layout: bool = True) -> Checkpoint: ...
 @overload
-def open_input(path: str | os.PathLike[str], storage_options: Mapping[str, Any] | None = None, *,
+def open_input(path: str | os.PathLike[str], remote: RemoteOptions | None = None,
+               storage_options: Mapping[str, Any] | None = None, *,
                gguf: bool, gguf_layout: bool = True) -> Checkpoint | GGUFCheckpoint: ...
-def open_input(path: str | os.PathLike[str], storage_options: Mapping[str, Any] | None = None, *,
+def open_input(path: str | os.PathLike[str], remote: RemoteOptions | None = None,
+               storage_options: Mapping[str, Any] | None = None, *,
                gguf: bool = False, gguf_layout: bool = True) -> Checkpoint | GGUFCheckpoint:
     """Open a file, URL, index JSON, checkpoint directory or pipe as one :class:`Input`
     (with ``gguf``, a GGUF file as a GGUFCheckpoint; without, a GGUF file is refused;
-    ``gguf_layout=False``: a GGUF's header alone, its data layout unchecked, for ``id``)."""
-    options = {**storage_options_for(path), **(storage_options or {})}
-    return open_checkpoint(path, options or None, gguf=gguf, gguf_layout=gguf_layout)
+    ``gguf_layout=False``: a GGUF's header alone, its data layout unchecked, for ``id``).
+
+    ``remote`` is the command line's :class:`RemoteOptions` (``args.remote``); ``storage_options``
+    are added on top of what it gives ``path``."""
+    remote = remote or RemoteOptions()
+    options = {**remote.for_path(path), **(storage_options or {})}
+    return open_checkpoint(path, options or None, gguf=gguf, gguf_layout=gguf_layout,
+                           max_input_size=remote.max_input_size)
 
 
-__all__ = ["GGUFCheckpoint", "Input", "RangedBytes", "TensorBytes", "command_options", "is_sharded_path", "open_input",
-           "storage_options_for"]
+__all__ = ["GGUFCheckpoint", "Input", "RangedBytes", "TensorBytes", "is_sharded_path", "open_input"]

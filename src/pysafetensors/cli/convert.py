@@ -25,16 +25,26 @@ from ..gguf.convert import DTYPES
 from ..tools.convert import GGUFConversionResult, convert_checkpoint
 from ..tools.metadata import parse_assignments
 from ._common import escape_json_controls, first_names, gguf_order_warning, plural, progress_factory, terminal_safe
-from ._inputs import storage_options_for
-from .main import common_options, report_error
+from ._options import common_options, report_error
 
 HELP = ("convert a PyTorch checkpoint (.pt/.bin/.pth, zip or legacy), .npy/.npz or a GGUF file to safetensors, "
         "running no pickle code")
 
 
+EXAMPLES = """\
+examples:
+  pysafetensors convert pytorch_model.bin model.safetensors
+  pysafetensors convert checkpoint.pt model.safetensors --key state_dict --metadata format=pt
+  pysafetensors convert model.gguf model.safetensors --hf-names --dtype bf16
+"""
+
+
 def add_parser(subparsers: Any) -> None:
     """Register the ``convert`` subcommand."""
-    p = subparsers.add_parser("convert", parents=[common_options()], help=HELP, description=HELP)
+    p = subparsers.add_parser("convert", parents=[common_options()],
+                              help="convert a checkpoint (pickle, npz, GGUF) to safetensors",
+                              description=HELP[0].upper() + HELP[1:] + ".", epilog=EXAMPLES,
+                              formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("input", metavar="IN", help="checkpoint or numpy file to convert (or a pipe: /dev/stdin)")
     p.add_argument("output", metavar="OUT", help="safetensors file to write (replaced atomically)")
     p.add_argument("--key", help="convert only this dotted subtree, e.g. state_dict or model.encoder")
@@ -108,13 +118,14 @@ def run(args: argparse.Namespace) -> int:
         result = convert_checkpoint(
             args.input, args.output, key=args.key, verify=args.verify,
             metadata=parse_assignments(args.metadata, "--metadata"), dtype=args.dtype, hf_names=args.hf_names,
-            progress=progress_factory(args), storage_options=storage_options_for(args.input) or None,
+            progress=progress_factory(args), storage_options=args.remote.for_path(args.input) or None,
+            max_input_size=args.remote.max_input_size,
         )
     except VerificationFailed as e:
         sys.stdout.write(render(e.report, as_json=as_json))  # type: ignore[attr-defined]
-        return report_error(e, finding=True)
+        return report_error(e, finding=True, secrets=args.remote.secrets())
     except (SafetensorError, OSError, ValueError) as e:
-        return report_error(e, bool(getattr(args, "debug", False)))
+        return report_error(e, bool(getattr(args, "debug", False)), secrets=args.remote.secrets())
     if isinstance(result, GGUFConversionResult):
         sys.stdout.write(render_gguf(result, as_json=as_json))
     else:

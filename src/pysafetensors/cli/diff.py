@@ -190,19 +190,24 @@ exit status:
   1  different
   2  error (unreadable input, bad arguments)
   3  same structure, values not compared (a URL without --values, or --structure-only)
+
+examples:
+  pysafetensors diff old.safetensors new.safetensors
+  pysafetensors diff fp32.safetensors bf16.safetensors --values --atol 1e-2
+  pysafetensors diff a.safetensors https://host/b.safetensors --structure-only --format md
 """
 
 
 def add_parser(subparsers: Any) -> None:
-    from .main import common_options
+    from ._options import common_options
 
     p = subparsers.add_parser(
         "diff", parents=[common_options()], help="compare two checkpoints (exit 1 if different)",
         description="Compare two checkpoints: tensors added, removed or changed, metadata, and tensor bytes or values.",
         epilog=_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("a")
-    p.add_argument("b")
+    p.add_argument("a", metavar="A", help="the first checkpoint: file, URL, index JSON, directory or pipe")
+    p.add_argument("b", metavar="B", help="the second checkpoint, compared with A")
     p.add_argument("--values", action="store_true",
                    help="compare tensor values, streaming: differing count, max abs diff, cosine similarity")
     p.add_argument("--structure-only", action="store_true",
@@ -213,7 +218,7 @@ def add_parser(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from .main import UsageError
+    from ._options import UsageError
 
     values = args.values or args.rtol is not None or args.atol is not None
     for name in ("rtol", "atol"):
@@ -223,7 +228,7 @@ def run(args: argparse.Namespace) -> int:
     if values and args.structure_only:
         raise UsageError("pysafetensors diff: error: --structure-only compares no values: "
                          "it cannot go with --values, --rtol or --atol")
-    with open_input(args.a, gguf=True) as a, open_input(args.b, gguf=True) as b:
+    with open_input(args.a, args.remote, gguf=True) as a, open_input(args.b, args.remote, gguf=True) as b:
         r = diff_files(a, b, values, args.rtol, args.atol, progress_factory(args), structure_only=args.structure_only)
     fmt = args.format or ("json" if args.json else "text")
     emit(render_diff(r, fmt))

@@ -32,15 +32,24 @@ def render_id(result: Identity, fmt: str = "text") -> str:
     return "\n".join(out) + "\n"
 
 
+EXAMPLES = """\
+examples:
+  pysafetensors id model.safetensors
+  pysafetensors id model.safetensors --content --tensors
+  pysafetensors id model.gguf --canonical --json
+"""
+
+
 def add_parser(subparsers: Any) -> None:
-    from .main import common_options
+    from ._options import common_options
 
     p = subparsers.add_parser(
         "id", parents=[common_options()], help="structural ID (weight-inspect) and content hashes",
         description="Print the structural ID (weight-inspect's: names, dtypes, shapes and metadata, never the "
                     "values; reads the header only) and, with --content/--tensors, hashes of the tensor data.",
+        epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("file")
+    p.add_argument("file", help="a .safetensors or .gguf file, an index JSON, a checkpoint directory, a URL or a pipe")
     p.add_argument("--content", action="store_true",
                    help="also hash the tensor data: every byte after the header (ModelSpec hash_sha256, 0x...)")
     p.add_argument("--tensors", action="store_true", help="also hash each tensor's bytes")
@@ -51,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
     # The structural ID needs only a GGUF's header: a header-only file (weight-inspect's
     # tiny.gguf) has one.  Hashing the data (--content, --tensors) needs a sound layout.
     hashing = bool(args.content or args.tensors)
-    with open_input(args.file, gguf=True, gguf_layout=hashing) as ckpt:
+    with open_input(args.file, args.remote, gguf=True, gguf_layout=hashing) as ckpt:
         result = identify(ckpt, args.content, args.tensors, args.canonical, progress_factory(args))
     emit(render_id(result, "json" if args.json else "text"))
     return 0

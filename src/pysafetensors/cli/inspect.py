@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+from collections.abc import Iterator
 from typing import Any
 
 from ..tools.blocks import RepeatedBlock
@@ -18,15 +19,18 @@ from ..tools.summary import (
     MODELSPEC_PREFIX,
     GGUFMetadataEntry,
     GGUFSummary,
+    GGUFTensorRow,
     Summary,
+    TensorRow,
     gguf_value_text,
     summarize,
 )
-from ..tools.tree import TreeNode, within_depth
+from ..tools.tree import within_depth
 from ._common import (
     disagreement_lines,
     emit,
     escape_text,
+    escape_texts,
     fmt_bytes,
     fmt_count,
     fmt_int,
@@ -66,66 +70,85 @@ def _block_lines(result: Summary) -> list[str]:
     return out
 
 
-def _render_tree(root: TreeNode, out: list[str], blocks: list[RepeatedBlock], depth: int | None = None) -> None:
-    """``root``'s subtree, one line per node, indented; ``depth``: no deeper than that many levels.
+def _render_tree(result: Summary, out: list[str], depth: int | None = None) -> None:
+    """``result``'s tree (drawn from the groups its blocks were found in), one line per node,
+    indented; ``depth``: no deeper than that many levels.  Lines are not escaped here.
 
-    A block of ``blocks`` is shown once: its first member stands for all, as
+    A block of ``result.repeated_blocks`` is shown once: its first member stands for all, as
     ``[0–5] × 6/`` (or, when the group holds nothing else, the group's own line as
     ``layer.[0–5] × 6/``); the other members are left out, and a numbered group not in the block
-    says why.
+    says why.  Nodes are visited only where shown: the members left out are never walked.
     """
-    by_path: dict[str, list[RepeatedBlock]] = {}
+    if result._groups is None:
+        return
+    g, columns = result._groups
+    nodes, end, labels = g.nodes, g.end, g.label
+    names, dtypes, shapes, params = columns.name, columns.dtype, columns.shape, columns.parameters
+    blocks = result.repeated_blocks or []
+    by_group: dict[int, list[RepeatedBlock]] = {}
     for b in blocks:
-        by_path.setdefault(b.path, []).append(b)
-    firsts: dict[str, RepeatedBlock] = {}  # a block's first member's path -> the block
-    others: set[str] = set()  # the other members: not shown
-    differs: dict[str, tuple[RepeatedBlock, str]] = {}
+        by_group.setdefault(b._group, []).append(b)
+    firsts: dict[int, RepeatedBlock] = {}  # a block's first member -> the block
+    others: set[int] = set()  # the other members: not shown
+    differs: dict[int, tuple[RepeatedBlock, str]] = {}
     for b in blocks:
-        members = [f"{b.path}.{i}" if b.path else str(i) for i in b.indices]
-        firsts[members[0]] = b
-        others.update(members[1:])
-        differs.update((d.path, (b, d.reason)) for d in b.differing)
-    total = root.parameters
-    # Iterative: names may nest deeply.  (node, depth, the label to show it by, the block it stands for)
-    stack: list[tuple[TreeNode, int, str, RepeatedBlock | None]] = [
-        (c, 1, c.label, None) for c in reversed(root.children)]
+        firsts[b._members[0]] = b
+        others.update(b._members[1:])
+        differs.update((k, (b, d.reason)) for k, d in zip(b._differing_groups, b.differing))
+    total = g.parameters[0]
+
+    def children(k: int, at: int) -> Iterator[tuple[int, int]]:
+        """Group ``k``'s children (marked at position ``at`` in nodes; the root at -1), with
+        where each is: a group's subtree is jumped over."""
+        pos, stop = at + 1, end[k]
+        while pos < stop:
+            n = nodes[pos]
+            yield n, pos
+            pos = end[-1 - n] if n < 0 else pos + 1
+
+    def entry(n: int, at: int, level: int, cut: int) -> tuple[int, int, int, int, str, RepeatedBlock | None]:
+        """A stack entry for node ``n`` at ``at`` below a group whose path is ``cut`` - 1 long."""
+        if n >= 0:
+            return n, at, level, cut, names[n][cut:], None
+        return n, at, level, cut + len(labels[-1 - n]) + 1, labels[-1 - n], firsts.get(-1 - n)
+
+    # Iterative: names may nest deeply.  (node, its position, depth, the length of "its path.",
+    # the label to show it by, the block it stands for)
+    stack = [entry(n, at, 1, 0) for n, at in children(0, -1)]
+    stack.reverse()
     while stack:
-        node, level, label, block = stack.pop()
+        n, at, level, cut, label, block = stack.pop()
         label = label or '""'
         pad = "  " * level
-        if node.is_tensor:
-            out.append(f"{pad}{label}  {node.dtype} {node.shape}  {plural(node.parameters, 'param')}")
+        if n >= 0:
+            out.append(f"{pad}{label}  {dtypes[n]} {list(shapes[n])}  {plural(params[n], 'param')}")
             continue
-        here = by_path.get(node.name, [])
+        k = -1 - n
+        here = by_group.get(k, [])
         whole = here[0] if len(here) == 1 and here[0].whole_group else None
         if whole is not None:  # the group is its block: shown as it, the first member's children below
             out.append(f"{pad}{label}.{_ranges(whole)}/  {_block_text(whole, total)}")
-            node = next(c for c in node.children if not c.is_tensor and c.name == _first_path(whole))
+            first = whole._members[0]
+            n, at = next((c, pos) for c, pos in children(k, at) if c == -1 - first)
+            k, cut = first, cut + len(labels[first]) + 1
         elif block is not None:
             out.append(f"{pad}{_ranges(block)}/  {_block_text(block, total)}")
         else:
-            line = f"{pad}{label}/  {plural(node.parameters, 'param')}, {plural(node.tensors, 'tensor')}"
-            if node.name in differs:
-                other, reason = differs[node.name]
+            line = f"{pad}{label}/  {plural(g.parameters[k], 'param')}, {plural(g.tensors[k], 'tensor')}"
+            if k in differs:
+                other, reason = differs[k]
                 line += f"  (not in {_ranges(other)}: {reason})"
             out.append(line)
         if depth is not None and level >= depth:
             continue
-        kids = []
-        for c in node.children:
-            if c.name in others:
-                continue
-            kids.append((c, level + 1, c.label, firsts.get(c.name) if not c.is_tensor else None))
-        stack.extend(reversed(kids))
+        kids = [entry(c, pos, level + 1, cut) for c, pos in children(k, at) if -1 - c not in others]
+        kids.reverse()
+        stack.extend(kids)
 
 
 def _ranges(b: RepeatedBlock) -> str:
     """``[0–5] × 6``: the block's label after its group's path."""
     return b.label[b.label.rindex("["):]
-
-
-def _first_path(b: RepeatedBlock) -> str:
-    return f"{b.path}.{b.indices[0]}" if b.path else str(b.indices[0])
 
 
 def _metadata_lines(result: Summary) -> list[str]:
@@ -174,7 +197,8 @@ def _count_lines(result: Summary, kind: str) -> list[str]:
     return out
 
 
-def _render_gguf(result: GGUFSummary, meta: dict[str, GGUFMetadataEntry], tensors: bool) -> list[str]:
+def _render_gguf(result: GGUFSummary, all_rows: list[TensorRow], meta: dict[str, GGUFMetadataEntry],
+                 tensors: bool) -> list[str]:
     out = [f"file:        {result.path}",
            f"format:      GGUF version {result.gguf_version}, alignment {result.alignment}"]
     if result.files:
@@ -187,11 +211,17 @@ def _render_gguf(result: GGUFSummary, meta: dict[str, GGUFMetadataEntry], tensor
         rows = [[escape_text(k), e.type, escape_text(gguf_value_text(e))] for k, e in meta.items()]
         out.extend("  " + line for line in table(rows, ["key", "type", "value"]).splitlines())
     if tensors:
-        rows = [[r.name, r.dtype, str(r.shape), str(getattr(r, "gguf_dims", "")),
-                 f"[{r.data_offsets[0]}, {r.data_offsets[1]}]", fmt_int(r.nbytes)] for r in result.tensors]
+        rows = [[name, dtype, str(r.shape), str(r.gguf_dims) if isinstance(r, GGUFTensorRow) else "",
+                 f"[{r.data_offsets[0]}, {r.data_offsets[1]}]", fmt_int(r.nbytes)]
+                for r, name, dtype in _escaped_rows(all_rows)]
         out.append("")
         out.append(table(rows, ["name", "type", "shape", "GGUF dims", "data_offsets", "bytes"], right=[5]))
     return out
+
+
+def _escaped_rows(rows: list[TensorRow]) -> Iterator[tuple[TensorRow, str, str]]:
+    """Each row with its name and dtype escaped for the terminal (the row itself as it is)."""
+    return zip(rows, escape_texts(r.name for r in rows), escape_texts(r.dtype for r in rows))
 
 
 def _trimmed(meta: dict[str, GGUFMetadataEntry]) -> dict[str, GGUFMetadataEntry]:
@@ -200,43 +230,55 @@ def _trimmed(meta: dict[str, GGUFMetadataEntry]) -> dict[str, GGUFMetadataEntry]
             for k, e in meta.items()}
 
 
-def render_inspect(result: Summary, fmt: str = "text", tensors: bool = False, depth: int | None = None) -> str:
+def render_inspect(result: Summary, fmt: str = "text", tensors: bool = False, depth: int | None = None,
+                   tree: bool = False) -> str:
     """``inspect``'s output for ``result``; ``depth``: the tree no deeper than that many levels
-    (text: as shown, a folded block being one level; JSON: levels of the tree)."""
+    (text: as shown, a folded block being one level; JSON: levels of the tree).  The text shows
+    the tree when ``result`` has one, or with ``tree`` (drawn from the summary's groups: a
+    summary made with ``tree=False`` has them too)."""
     if fmt == "json":
         if depth is not None and result.tree is not None:
             result = dataclasses.replace(result, tree=within_depth(result.tree, depth))
         return render_json(result)
     if isinstance(result, GGUFSummary):
         meta = _trimmed(result.gguf_metadata)
-        safe = terminal_safe(dataclasses.replace(result, gguf_metadata={}))
-        out = _render_gguf(safe, meta, tensors)
-        _tree_lines(safe, out, depth)
+        # Escaped here: everything but the rows, the tree and the metadata, each escaped as it
+        # is printed (the rows and tree only when they are, and a column or line at a time).
+        safe = terminal_safe(dataclasses.replace(result, gguf_metadata={}, tensors=[], tree=None))
+        out = _render_gguf(safe, result.tensors, meta, tensors)
+        _tree_lines(result, out, depth, tree)
         return "\n".join(out) + "\n"
-    result = terminal_safe(result)
-    out = [f"file:        {result.path}"]
-    if result.files:
-        out.append(f"shards:      {len(result.files)} ({', '.join(result.files)})")
-    out.extend(_count_lines(result, "dtype"))
-    out.extend(_block_lines(result))
-    out.extend(_metadata_lines(result))
+    safe = terminal_safe(dataclasses.replace(result, tensors=[], tree=None))
+    out = [f"file:        {safe.path}"]
+    if safe.files:
+        out.append(f"shards:      {len(safe.files)} ({', '.join(safe.files)})")
+    out.extend(_count_lines(safe, "dtype"))
+    out.extend(_block_lines(safe))
+    out.extend(_metadata_lines(safe))
     if tensors:
-        rows = [[r.name, r.dtype, str(r.shape), f"[{r.data_offsets[0]}, {r.data_offsets[1]}]", fmt_int(r.nbytes)]
-                + ([r.file or ""] if result.files else []) for r in result.tensors]
+        files = escape_texts(r.file or "" for r in result.tensors) if result.files else None
+        rows = [[name, dtype, str(r.shape), f"[{r.data_offsets[0]}, {r.data_offsets[1]}]", fmt_int(r.nbytes)]
+                for r, name, dtype in _escaped_rows(result.tensors)]
+        if files is not None:
+            for row, file in zip(rows, files):
+                row.append(file)
         head = ["name", "dtype", "shape", "data_offsets", "bytes"] + (["file"] if result.files else [])
         out.append("")
         out.append(table(rows, head, right=[4]))
-    _tree_lines(result, out, depth)
+    _tree_lines(result, out, depth, tree)
     return "\n".join(out) + "\n"
 
 
-def _tree_lines(result: Summary, out: list[str], depth: int | None) -> None:
-    if result.tree is None:
+def _tree_lines(result: Summary, out: list[str], depth: int | None, tree: bool) -> None:
+    """The ``tree`` section of ``result`` (not escaped: its lines are escaped here, once made)."""
+    if (result.tree is None and not tree) or result._groups is None:
         return
     out.append("")
     limit = f", {plural(depth, 'level')}" if depth is not None else ""
-    out.append(f"tree ({plural(result.tree.parameters, 'param')}{limit}):")
-    _render_tree(result.tree, out, result.repeated_blocks or [], depth)
+    out.append(f"tree ({plural(result._groups[0].parameters[0], 'param')}{limit}):")
+    lines: list[str] = []
+    _render_tree(result, lines, depth)
+    out.extend(escape_texts(lines))
 
 
 def _depth(text: str) -> int:
@@ -249,10 +291,23 @@ def _depth(text: str) -> int:
     return value
 
 
-def add_parser(subparsers: Any) -> None:
-    from .main import common_options
+EXAMPLES = """\
+examples:
+  pysafetensors inspect model.safetensors
+  pysafetensors inspect model.safetensors --tree --depth 2
+  pysafetensors inspect https://huggingface.co/ORG/MODEL/resolve/main/model.safetensors --tensors --json
+"""
 
-    p = subparsers.add_parser("inspect", parents=[common_options()], help="sizes, parameter counts, metadata, tensors")
+
+def add_parser(subparsers: Any) -> None:
+    from ._options import common_options
+
+    p = subparsers.add_parser(
+        "inspect", parents=[common_options()], help="sizes, parameter counts, metadata, tensors",
+        description="Summarise a checkpoint from its header alone: file and header size, tensor count, parameters "
+                    "per dtype, metadata, repeated blocks; with --tensors or --tree, the tensors themselves.",
+        epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("file", help="a .safetensors or .gguf file, an index JSON, a checkpoint directory, a URL or a pipe")
     p.add_argument("--tensors", action="store_true", help="list every tensor (name, dtype, shape, offsets, bytes)")
     p.add_argument("--tree", action="store_true",
@@ -264,7 +319,9 @@ def add_parser(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     tree = args.tree or args.depth is not None
-    with open_input(args.file, gguf=True) as ckpt:
-        result = summarize(ckpt, args.filter, tree=tree)
-    emit(render_inspect(result, "json" if args.json else "text", tensors=args.tensors, depth=args.depth))
+    with open_input(args.file, args.remote, gguf=True) as ckpt:
+        # The rows only where they are printed (--tensors, or --json, which has them all), and
+        # the tree's node objects only for --json: the text draws it from the summary's groups.
+        result = summarize(ckpt, args.filter, tree=tree and args.json, rows=args.tensors or args.json)
+    emit(render_inspect(result, "json" if args.json else "text", tensors=args.tensors, depth=args.depth, tree=tree))
     return 0

@@ -7,92 +7,92 @@ Each command lives in its own module ``pysafetensors/cli/<module>.py`` exposing 
     def add_parser(subparsers) -> None:   # subparsers.add_parser("name", parents=..., help=...)
     def run(args) -> int:                 # 0 ok, 1 a finding, 2 an error
 
-``add_parser`` may register more than one subcommand name; every name it adds is routed to
-that module's ``run``.  Pass ``parents=[common_options()]`` so ``--json/--quiet/--debug`` work
-after the subcommand too.  To add a command, append its module name to ``COMMANDS`` below -
-that is the only line to touch.  A listed module that does not exist (yet)
-keeps its name reserved: the command is shown and answers "not available yet" with exit 2.
+and gets one row in :data:`COMMANDS` (its name, its module, its one-line help): that is the
+only line to touch here.  ``add_parser`` passes ``parents=[common_options()]`` (from
+``cli/_options.py``, never from this module) so ``--json/--quiet/--debug`` and the remote
+options work after the subcommand too, and gives a description, each argument's help and an
+epilog of examples (``tests/cli/test_help.py`` checks every command has them).
+
+The registry is lazy: ``pysafetensors --help`` and ``--version`` list :data:`COMMANDS` without
+importing any command module (nor numpy, nor the format core), and a run imports only the
+module of the command it runs.  A listed module that does not exist (yet) keeps its name
+reserved: the command is shown and answers "not available yet" with exit 2.
 
 Exit codes: 0 ok, 1 a finding (diff found differences, validate found problems, ``metadata
 get`` of a missing key), 2 an error (unreadable input, bad arguments).  Every error becomes its
-exit code and its one line on stderr in :func:`report_error` (commands that catch an error to
-choose a code, like ``convert``, call it too): URLs in the message lose their credentials and
-query strings, control characters are escaped; the traceback is shown only with ``--debug``.
-Python warnings (numpy's floating-point ones included) never reach stderr.
+exit code and its one line on stderr in :func:`~._options.report_error` (commands that catch an
+error to choose a code, like ``convert``, call it too): URLs in the message lose their
+credentials and query strings, header values and tokens become ``***``, control characters are
+escaped; the traceback is shown only with ``--debug``.  Python warnings (numpy's floating-point
+ones included) never reach stderr.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
-import math
 import os
 import sys
-import traceback
 import warnings
 from collections.abc import Callable, Sequence
-from typing import Any, NoReturn
+from typing import NamedTuple
 
 from .. import __version__
-from ..errors import HeaderError, MissingDependency, SafetensorError
-from ..io.redact import redact_text
-from ._common import escape_text
-from ._inputs import command_options
-
-# Module names under pysafetensors.cli, in the order commands are listed in --help.
-COMMANDS: tuple[str, ...] = (
-    "inspect",
-    "identity",  # the `id` command
-    "diff",
-    "validate",
-    "metadata",
-    "stats",
-    "shard",
-    "merge",
-    "convert",
-    "view",
+from ._options import (
+    PROG,
+    Parser,
+    UsageError,
+    add_remote_options,
+    finish_args,
+    report_error,
+    safe_message,
+    stderr_line,
 )
 
-PROG = "pysafetensors"
+
+class Command(NamedTuple):
+    """One row of the registry: the module under ``pysafetensors.cli`` and the one-line help."""
+
+    module: str
+    help: str
 
 
-class UsageError(Exception):
-    """Bad command-line arguments (exit 2)."""
+# Command name -> (module, one-line help), in the order commands are listed in --help.  The help
+# must equal what the module's add_parser gives (tests/cli/test_help.py checks it).
+COMMANDS: dict[str, Command] = {
+    "inspect": Command("inspect", "sizes, parameter counts, metadata, tensors"),
+    "id": Command("identity", "structural ID (weight-inspect) and content hashes"),
+    "diff": Command("diff", "compare two checkpoints (exit 1 if different)"),
+    "validate": Command("validate", "check every format rule of a safetensors or GGUF file (exit 1 if invalid)"),
+    "metadata": Command("metadata", "get, set, unset or strip __metadata__"),
+    "stats": Command("stats", "per-tensor min/max/mean/std, NaN/Inf/zero counts"),
+    "shard": Command("shard", "split into Hugging Face shards + index"),
+    "merge": Command("merge", "join a sharded checkpoint into one file"),
+    "convert": Command("convert", "convert a checkpoint (pickle, npz, GGUF) to safetensors"),
+    "view": Command("view", "show a checkpoint (or compare two) in the browser, or export an HTML report"),
+}
+
+# Top-level options that take a value: the word after them is never the command's name.
+_VALUED = frozenset({"--timeout", "-H", "--header", "-o", "--storage-option", "--max-input-size"})
 
 
-class _Parser(argparse.ArgumentParser):
-    """argparse that raises instead of exiting, so errors stay one line and exit 2."""
-
-    def error(self, message: str) -> NoReturn:
-        raise UsageError(f"{self.prog}: error: {message} (see --help)")
-
-
-def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
-    if not (math.isfinite(value) and value > 0):
-        raise argparse.ArgumentTypeError(f"expected a number of seconds > 0, got {text!r}")
-    return value
+def command_in(argv: Sequence[str]) -> str | None:
+    """The registered command ``argv`` runs (the first word that is not an option or an
+    option's value), or None (``--help``, ``--version``, no command, an unknown word)."""
+    it = iter(argv)
+    for word in it:
+        if word == "--":
+            break
+        if word in _VALUED:
+            next(it, None)
+        elif not word.startswith("-") or word == "-":
+            return word if word in COMMANDS else None
+    return None
 
 
-_TIMEOUT_HELP = "total seconds allowed per HTTP request for http(s) inputs (default: the library's)"
-
-
-def common_options() -> argparse.ArgumentParser:
-    """Options every subcommand accepts, before or after its name."""
-    p = argparse.ArgumentParser(add_help=False)
-    # SUPPRESS keeps a subcommand's unset option from overwriting one given before it.
-    p.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="print the result as JSON")
-    p.add_argument("-q", "--quiet", action="store_true", default=argparse.SUPPRESS, help="no progress bars")
-    p.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help="show tracebacks on errors")
-    p.add_argument("--timeout", type=_seconds, default=argparse.SUPPRESS, metavar="SECONDS", help=_TIMEOUT_HELP)
-    return p
-
-
-def _reserve(subparsers: Any, name: str) -> None:
-    p = subparsers.add_parser(name, parents=[common_options()], help=f"({name}: not available in this build)")
+def _reserve(subparsers: argparse._SubParsersAction[Parser], name: str, help_text: str) -> None:
+    """A stand-in for a command whose module is not loaded: listed in --help, never run."""
+    p = subparsers.add_parser(name, help=help_text, add_help=False)
     p.add_argument("rest", nargs=argparse.REMAINDER)
 
 
@@ -103,104 +103,74 @@ def _not_available(name: str) -> Callable[[argparse.Namespace], int]:
     return run
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog=PROG, description="Inspect, check, compare and edit safetensors files.")
+def _load(subparsers: argparse._SubParsersAction[Parser], name: str, entry: Command) -> None:
+    """Import the module of ``name`` and let it add its parser(s), routed to its ``run``."""
+    before = set(subparsers.choices)
+    try:
+        module = importlib.import_module(f"{__package__}.{entry.module}")
+    except ModuleNotFoundError as e:
+        if e.name != f"{__package__}.{entry.module}":
+            raise
+        _reserve(subparsers, name, f"({name}: not available in this build)")
+        subparsers.choices[name].set_defaults(_run=_not_available(name))
+        return
+    module.add_parser(subparsers)
+    for added in set(subparsers.choices) - before:
+        subparsers.choices[added].set_defaults(_run=module.run)
+
+
+def build_parser(load: str | Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The command line's parser.  ``load``: the command(s) whose modules are imported and whose
+    full parsers are built (``"*"``: all of them, as the CLI reference page needs); every other
+    command is a listed stand-in (its name and help)."""
+    wanted = set(COMMANDS) if load == "*" else {load} if isinstance(load, str) else set(load or ())
+    parser = Parser(prog=PROG, description="Inspect, check, compare and edit safetensors files.",
+                    epilog="Run 'pysafetensors COMMAND --help' for a command's options and examples.")
     parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
     parser.add_argument("--debug", action="store_true", help="show tracebacks on errors")
-    parser.add_argument("--timeout", type=_seconds, metavar="SECONDS", help=_TIMEOUT_HELP)
-    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
-    for module_name in COMMANDS:
-        before = set(subparsers.choices)
-        try:
-            module = importlib.import_module(f"{__package__}.{module_name}")
-        except ModuleNotFoundError as e:
-            if e.name != f"{__package__}.{module_name}":
-                raise
-            _reserve(subparsers, module_name)
-            subparsers.choices[module_name].set_defaults(_run=_not_available(module_name))
-            continue
-        module.add_parser(subparsers)
-        for name in set(subparsers.choices) - before:
-            subparsers.choices[name].set_defaults(_run=module.run)
+    add_remote_options(parser)
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
+    for name, entry in COMMANDS.items():
+        if name in wanted:
+            _load(subparsers, name, entry)
+        else:
+            _reserve(subparsers, name, entry.help)
     return parser
-
-
-def _one_line(exc: BaseException) -> str:
-    text = str(exc).strip() or type(exc).__name__
-    # Notes added on the way up (an S3 upload an interrupted save could not abort) belong to the line.
-    text = "; ".join([text, *getattr(exc, "__notes__", ())])
-    return " ".join(line.strip() for line in text.splitlines())
-
-
-def _in_words(exc: BaseException) -> str:
-    """The error's one line: a HeaderError that has a user's wording (``plain``: "not a
-    safetensors file (...)", "truncated: ...") says that, after the input it is about, rather
-    than upstream's wording the Python exception keeps; anything else its message."""
-    plain = getattr(exc, "plain", None)
-    if isinstance(exc, HeaderError) and plain:
-        where = getattr(exc, "input_name", None)
-        return f"{where}: {plain}" if where else plain
-    return _one_line(exc)
-
-
-def _stderr_line(text: str) -> None:
-    if sys.stderr is not None:
-        print(text, file=sys.stderr)
-
-
-def safe_message(text: str) -> str:
-    """A message fit for the terminal: URLs without secrets, control characters escaped."""
-    return escape_text(redact_text(text))
-
-
-def report_error(exc: BaseException, debug: bool = False, *, finding: bool = False) -> int:
-    """THE error -> exit-code path: one line on stderr, the traceback with ``--debug``.
-
-    Returns 1 for a finding (``finding=True``: a missing key, a failed verification), 2 for an
-    error, and 2 for an unexpected exception (a bug: said so, with a hint to rerun with --debug).
-    """
-    if debug and sys.stderr is not None:
-        traceback.print_exc()
-    if finding:
-        _stderr_line(f"{PROG}: {safe_message(_one_line(exc))}")
-        return 1
-    if isinstance(exc, (SafetensorError, MissingDependency, OSError, ValueError)):
-        _stderr_line(f"{PROG}: error: {safe_message(_in_words(exc))}")
-    else:
-        _stderr_line(f"{PROG}: internal error: {type(exc).__name__}: {safe_message(_one_line(exc))} (rerun with --debug)")
-    return 2
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit code (the console script exits with it)."""
     args_list = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in args_list
+    secrets: Callable[[], list[str]] = list  # the values never to print, known once the options are parsed
     try:
-        parser = build_parser()
+        parser = build_parser(command_in(args_list))
         try:
             args = parser.parse_args(args_list)
+            if getattr(args, "_run", None) is None and getattr(args, "command", None) in COMMANDS:
+                # argparse found a command command_in did not (an option cluster such as -qH
+                # hid it): parse again with that command's own parser.
+                parser = build_parser(args.command)
+                args = parser.parse_args(args_list)
         except SystemExit as e:  # --help / --version
             return int(e.code or 0) if not isinstance(e.code, str) else 2
         if getattr(args, "_run", None) is None:
             parser.print_help(sys.stderr)
             return 2
-        for flag in ("json", "quiet", "debug"):
-            if not hasattr(args, flag):
-                setattr(args, flag, False)
-        if not hasattr(args, "timeout"):
-            args.timeout = None
+        finish_args(args)
         debug = bool(args.debug)
+        secrets = args.remote.secrets
         if sys.stdout is None:  # started with stdout closed (`... >&-`)
             raise UsageError(f"{PROG}: error: standard output is closed; nowhere to write the result")
-        with warnings.catch_warnings(), command_options(args.timeout):
+        with warnings.catch_warnings():
             if not debug:
                 warnings.simplefilter("ignore")
             return int(args._run(args))
     except KeyboardInterrupt as e:
         notes = getattr(e, "__notes__", ())
-        _stderr_line(f"{PROG}: interrupted" + "".join(f"; {safe_message(' '.join(n.split()))}" for n in notes))
+        stderr_line(f"{PROG}: interrupted" + "".join(f"; {safe_message(' '.join(n.split()))}" for n in notes))
         return 130
     except BrokenPipeError:
         # `pysafetensors inspect x | head` is not an error; keep Python's exit-time flush quiet.
@@ -210,10 +180,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             pass
         return 0
     except UsageError as e:
-        _stderr_line(safe_message(str(e)))
+        stderr_line(safe_message(str(e)))
         return 2
     except Exception as e:  # noqa: BLE001 - every error, a bug included, is one line unless --debug
-        return report_error(e, debug)
+        return report_error(e, debug, secrets=secrets())
 
 
 if __name__ == "__main__":

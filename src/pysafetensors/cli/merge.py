@@ -19,7 +19,6 @@ from typing import Any
 
 from ..tools.merge import MergeResult, merge_checkpoint
 from ._common import emit, escape_text, fmt_bytes, plural, progress_factory, render_json, terminal_safe
-from ._inputs import storage_options_for
 
 
 def render_merge(r: MergeResult, fmt: str = "text") -> str:
@@ -30,18 +29,32 @@ def render_merge(r: MergeResult, fmt: str = "text") -> str:
             f"from {plural(len(r.shards), 'file')}\n")
 
 
-def add_parser(subparsers: Any) -> None:
-    from .main import common_options
+EXAMPLES = """\
+examples:
+  pysafetensors merge sharded/ model.safetensors
+  pysafetensors merge sharded/model.safetensors.index.json model.safetensors --json
+  pysafetensors merge https://host/repo/model.safetensors.index.json s3://bucket/model.safetensors
+"""
 
-    p = subparsers.add_parser("merge", parents=[common_options()], help="join a sharded checkpoint into one file")
-    p.add_argument("index", metavar="INDEX_OR_DIR")
+
+def add_parser(subparsers: Any) -> None:
+    from ._options import common_options
+
+    p = subparsers.add_parser(
+        "merge", parents=[common_options()], help="join a sharded checkpoint into one file",
+        description="Join the shards an index names into one .safetensors file (tensors in the index's order, "
+                    "the index's metadata kept), written all or nothing.",
+        epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("index", metavar="INDEX_OR_DIR",
+                   help="a *.safetensors.index.json (path or URL) or the directory holding one")
     p.add_argument("output", metavar="OUT", help="file, or store URL (s3://...), to write")
 
 
 def run(args: argparse.Namespace) -> int:
     r = merge_checkpoint(args.index, args.output, progress=progress_factory(args),
-                         storage_options=storage_options_for(args.index) or None,
-                         output_storage_options=storage_options_for(args.output) or None)
+                         storage_options=args.remote.for_path(args.index) or None,
+                         output_storage_options=args.remote.for_path(args.output) or None)
     for message in r.skipped:
         print(f"pysafetensors merge: warning: {escape_text(message)}", file=sys.stderr)
     emit(render_merge(r, "json" if args.json else "text"))

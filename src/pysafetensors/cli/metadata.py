@@ -14,7 +14,7 @@ from typing import Any
 from ..errors import MetadataKeyNotFound
 from ..tools.metadata import MetadataResult, edit_metadata, load_json_metadata, parse_assignments, read_metadata
 from ._common import disagreement_lines, emit, progress_factory, render_json, terminal_safe
-from ._inputs import open_input, storage_options_for
+from ._inputs import open_input
 
 __all__ = ["add_parser", "load_json_metadata", "parse_assignments", "render_metadata", "run"]
 
@@ -45,18 +45,56 @@ def render_metadata(r: MetadataResult, fmt: str = "text") -> str:
     return "\n".join(lines) + "\n"
 
 
+EXAMPLES = """\
+examples:
+  pysafetensors metadata model.safetensors get
+  pysafetensors metadata model.safetensors set format=pt license=mit
+  pysafetensors metadata model.safetensors strip --output clean.safetensors
+"""
+GET_EXAMPLES = """\
+examples:
+  pysafetensors metadata model.safetensors get
+  pysafetensors metadata model.safetensors get modelspec.title --json
+"""
+SET_EXAMPLES = """\
+examples:
+  pysafetensors metadata model.safetensors set format=pt
+  pysafetensors metadata model.safetensors set --from-json card.json --dry-run
+  pysafetensors metadata https://host/m.safetensors set license=mit --output m.safetensors
+"""
+UNSET_EXAMPLES = """\
+examples:
+  pysafetensors metadata model.safetensors unset ss_tag_frequency
+  pysafetensors metadata model.safetensors unset a b --output edited.safetensors
+"""
+STRIP_EXAMPLES = """\
+examples:
+  pysafetensors metadata model.safetensors strip
+  pysafetensors metadata model.safetensors strip --output s3://bucket/clean.safetensors --dry-run
+"""
+
+
 def add_parser(subparsers: Any) -> None:
-    from .main import common_options
+    from ._options import common_options
 
     common = common_options()
-    p = subparsers.add_parser("metadata", parents=[common], help="get, set, unset or strip __metadata__")
-    p.add_argument("file")
+    raw = argparse.RawDescriptionHelpFormatter
+    p = subparsers.add_parser(
+        "metadata", parents=[common], help="get, set, unset or strip __metadata__",
+        description="Read or edit the string-to-string __metadata__ of a checkpoint.  Edits rewrite only the "
+                    "header when it fits (in place), else the whole file via a temporary file and a rename.",
+        epilog=EXAMPLES, formatter_class=raw,
+    )
+    p.add_argument("file", help="a .safetensors file, an index JSON, a checkpoint directory, a URL or a pipe "
+                                "(URLs and pipes: get, or an edit with --output)")
     actions = p.add_subparsers(dest="action", metavar="ACTION", required=True, parser_class=type(p))
-    g = actions.add_parser("get", parents=[common], help="print all metadata, or one key's value")
-    g.add_argument("key", nargs="?")
+    g = actions.add_parser("get", parents=[common], help="print all metadata, or one key's value",
+                           description="Print all metadata, or one key's value (exit 1 when the key is absent).",
+                           epilog=GET_EXAMPLES, formatter_class=raw)
+    g.add_argument("key", nargs="?", help="the key to print (default: every key)")
     writers = argparse.ArgumentParser(add_help=False)
     writers.add_argument("--dry-run", action="store_true", help="show what would change, write nothing")
-    writers.add_argument("-o", "--output", help="write the result to this path (or store URL, s3://...) instead of editing FILE")
+    writers.add_argument("--output", help="write the result to this path (or store URL, s3://...) instead of editing FILE")
     writers.add_argument("--no-in-place", action="store_true", help="always rewrite via temp file + rename")
     writers.add_argument("--force", action="store_true", help="replace a read-only FILE with an edited copy")
     links = writers.add_mutually_exclusive_group()
@@ -64,23 +102,29 @@ def add_parser(subparsers: Any) -> None:
                        help="FILE is a link: edit the file it points to (every link sees the change)")
     links.add_argument("--no-follow", dest="links", action="store_const", const="replace",
                        help="FILE is a link: replace the link with an edited copy (the linked file is untouched)")
-    s = actions.add_parser("set", parents=[common, writers], help="set KEY=VALUE pairs (values are strings)")
-    s.add_argument("pairs", nargs="*", metavar="KEY=VALUE")
+    s = actions.add_parser("set", parents=[common, writers], help="set KEY=VALUE pairs (values are strings)",
+                           description="Set KEY=VALUE pairs (values are strings), given on the command line or "
+                                       "as a JSON object with --from-json.",
+                           epilog=SET_EXAMPLES, formatter_class=raw)
+    s.add_argument("pairs", nargs="*", metavar="KEY=VALUE", help="an entry to set (repeatable)")
     s.add_argument("--from-json", metavar="F", help="a JSON object of string values to merge in")
-    u = actions.add_parser("unset", parents=[common, writers], help="remove keys")
-    u.add_argument("keys", nargs="+", metavar="KEY")
-    actions.add_parser("strip", parents=[common, writers], help="remove __metadata__ entirely")
+    u = actions.add_parser("unset", parents=[common, writers], help="remove keys",
+                           description="Remove keys from __metadata__ (a missing key is an error, exit 2).",
+                           epilog=UNSET_EXAMPLES, formatter_class=raw)
+    u.add_argument("keys", nargs="+", metavar="KEY", help="a key to remove")
+    actions.add_parser("strip", parents=[common, writers], help="remove __metadata__ entirely",
+                       description="Remove __metadata__ entirely.", epilog=STRIP_EXAMPLES, formatter_class=raw)
 
 
 def run(args: argparse.Namespace) -> int:
     if args.action == "get":
         try:
-            with open_input(args.file) as ckpt:
+            with open_input(args.file, args.remote) as ckpt:
                 r = read_metadata(ckpt, args.key)
         except MetadataKeyNotFound as e:
-            from .main import report_error
+            from ._options import report_error
 
-            return report_error(e, args.debug, finding=True)
+            return report_error(e, args.debug, finding=True, secrets=args.remote.secrets())
         emit(render_metadata(r, "json" if args.json else "text"))
         return 0
     assignments: dict[str, str] = {}
@@ -90,7 +134,7 @@ def run(args: argparse.Namespace) -> int:
             assignments.update(load_json_metadata(args.from_json))
         assignments.update(parse_assignments(args.pairs))
         if not assignments:
-            from .main import UsageError
+            from ._options import UsageError
 
             raise UsageError("pysafetensors metadata set: error: give KEY=VALUE pairs or --from-json F (see --help)")
     elif args.action == "unset":
@@ -98,8 +142,8 @@ def run(args: argparse.Namespace) -> int:
     r = edit_metadata(
         args.file, args.action, assignments, keys,
         output=args.output, dry_run=args.dry_run, in_place=not args.no_in_place, force=args.force,
-        links=args.links, progress=progress_factory(args), storage_options=storage_options_for(args.file) or None,
-        output_storage_options=(storage_options_for(args.output) or None) if args.output else None,
+        links=args.links, progress=progress_factory(args), storage_options=args.remote.for_path(args.file) or None,
+        output_storage_options=(args.remote.for_path(args.output) or None) if args.output else None,
     )
     emit(render_metadata(r, "json" if args.json else "text"))
     return 0

@@ -19,7 +19,6 @@ from typing import Any
 from ..format.index import parse_size
 from ..tools.shard import ShardResult, shard_checkpoint
 from ._common import emit, fmt_bytes, plural, progress_factory, render_json, terminal_safe
-from ._inputs import storage_options_for
 
 
 def render_shard(r: ShardResult, fmt: str = "text") -> str:
@@ -36,11 +35,24 @@ def render_shard(r: ShardResult, fmt: str = "text") -> str:
     return "\n".join(out) + "\n"
 
 
-def add_parser(subparsers: Any) -> None:
-    from .main import common_options
+EXAMPLES = """\
+examples:
+  pysafetensors shard model.safetensors sharded/ --max-shard-size 2GB
+  pysafetensors shard model.safetensors sharded/ --dry-run
+  pysafetensors shard model.safetensors s3://bucket/sharded/ -o endpoint_url=http://127.0.0.1:9000
+"""
 
-    p = subparsers.add_parser("shard", parents=[common_options()], help="split into Hugging Face shards + index")
-    p.add_argument("file")
+
+def add_parser(subparsers: Any) -> None:
+    from ._options import common_options
+
+    p = subparsers.add_parser(
+        "shard", parents=[common_options()], help="split into Hugging Face shards + index",
+        description="Split a checkpoint into Hugging Face shards (model-00001-of-0000N.safetensors) and write "
+                    "model.safetensors.index.json, as transformers' save_pretrained does.",
+        epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("file", help="the checkpoint to split: file, URL, index JSON or directory")
     p.add_argument("outdir", help="directory, or a store URL prefix (s3://bucket/sharded/), to write into")
     p.add_argument("--max-shard-size", default="5GB", help="e.g. 5GB, 500MB, 100KB (decimal) or bytes; default 5GB")
     p.add_argument("--force", action="store_true", help="replace existing shards/index in OUTDIR")
@@ -51,11 +63,11 @@ def run(args: argparse.Namespace) -> int:
     try:
         limit = parse_size(args.max_shard_size)
     except (TypeError, ValueError) as e:
-        from .main import UsageError
+        from ._options import UsageError
 
         raise UsageError(f"pysafetensors shard: error: --max-shard-size: {e}") from None
     r = shard_checkpoint(args.file, args.outdir, limit, force=args.force, dry_run=args.dry_run,
-                         progress=progress_factory(args), storage_options=storage_options_for(args.file) or None,
-                         output_storage_options=storage_options_for(args.outdir) or None)
+                         progress=progress_factory(args), storage_options=args.remote.for_path(args.file) or None,
+                         output_storage_options=args.remote.for_path(args.outdir) or None)
     emit(render_shard(r, "json" if args.json else "text"))
     return 0

@@ -25,11 +25,24 @@ def render_stats(r: StatsResult, fmt: str = "text") -> str:
     return table(rows, head, right=range(3, 10)) + "\n"
 
 
-def add_parser(subparsers: Any) -> None:
-    from .main import common_options
+EXAMPLES = """\
+examples:
+  pysafetensors stats model.safetensors
+  pysafetensors stats model.safetensors --filter '*.layer.0.*' --json
+  pysafetensors stats s3://bucket/model.safetensors -o profile=dev
+"""
 
-    p = subparsers.add_parser("stats", parents=[common_options()], help="per-tensor min/max/mean/std, NaN/Inf/zero counts")
-    p.add_argument("file")
+
+def add_parser(subparsers: Any) -> None:
+    from ._options import common_options
+
+    p = subparsers.add_parser(
+        "stats", parents=[common_options()], help="per-tensor min/max/mean/std, NaN/Inf/zero counts",
+        description="Read every tensor once (streamed, in chunks) and print its min, max, mean, standard deviation "
+                    "and NaN, Inf and zero counts.",
+        epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("file", help="a .safetensors or .gguf file, an index JSON, a checkpoint directory, a URL or a pipe")
     p.add_argument("--filter", action="append", metavar="GLOB",
                    help="only tensors whose name matches (repeatable); none matching is exit 1")
 
@@ -40,12 +53,12 @@ def no_match_message(patterns: list[str]) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    with open_input(args.file, gguf=True) as ckpt:
+    with open_input(args.file, args.remote, gguf=True) as ckpt:
         result = file_stats(ckpt, args.filter, progress_factory(args))
     if args.filter and not result.tensors:
         # A filter that matches nothing is a finding (exit 1), said on stderr; --json still
         # prints its (empty) result for scripts.
-        from .main import PROG, safe_message
+        from ._options import PROG, safe_message
 
         if args.json:
             emit(render_stats(result, "json"))

@@ -12,14 +12,16 @@ from typing import Any
 from ..io.redact import redact_url
 from ..tools.validate import Problem, ValidateResult, validate
 from ._common import emit, plural, render_json, terminal_safe
-from ._inputs import storage_options_for
+from ._options import RemoteOptions
 
 __all__ = ["Problem", "ValidateResult", "add_parser", "compute_validate", "render_validate", "run"]
 
 
-def compute_validate(path: str) -> ValidateResult:
-    """``validate``'s result for ``path``, with the options the command line gave (``--timeout``)."""
-    r = validate(path, storage_options_for(path))
+def compute_validate(path: str, remote: RemoteOptions | None = None) -> ValidateResult:
+    """``validate``'s result for ``path``, with the options the command line gave (``args.remote``:
+    ``--timeout``, ``-H``, ``-o``, ``--max-input-size``)."""
+    remote = remote or RemoteOptions()
+    r = validate(path, remote.for_path(path), max_input_size=remote.max_input_size)
     r.path = redact_url(r.path)  # a signed URL's query string or a password is never printed
     return r
 
@@ -42,14 +44,28 @@ def render_validate(r: ValidateResult, fmt: str = "text") -> str:
     return "\n".join(out) + "\n"
 
 
-def add_parser(subparsers: Any) -> None:
-    from .main import common_options
+EXAMPLES = """\
+examples:
+  pysafetensors validate model.safetensors
+  pysafetensors validate sharded/model.safetensors.index.json --json
+  cat model.safetensors | pysafetensors validate /dev/stdin
+"""
 
-    p = subparsers.add_parser("validate", parents=[common_options()], help="check every format rule of a safetensors or GGUF file (exit 1 if invalid)")
-    p.add_argument("file")
+
+def add_parser(subparsers: Any) -> None:
+    from ._options import common_options
+
+    p = subparsers.add_parser(
+        "validate", parents=[common_options()],
+        help="check every format rule of a safetensors or GGUF file (exit 1 if invalid)",
+        description="Check every rule of the format (header, dtypes, offsets, coverage of the data, an index's "
+                    "shards) and list each problem and warning; exit 0 valid, 1 invalid, 2 unreadable.",
+        epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("file", help="a .safetensors or .gguf file, an index JSON, a checkpoint directory, a URL or a pipe")
 
 
 def run(args: argparse.Namespace) -> int:
-    r = compute_validate(args.file)
+    r = compute_validate(args.file, args.remote)
     emit(render_validate(r, "json" if args.json else "text"))
     return 0 if r.valid else 1

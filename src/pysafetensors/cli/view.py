@@ -20,6 +20,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from ..io.redact import redact_text
+from ..io.registry import url_scheme
 from ._common import bar_enabled, emit, escape_text, fmt_bytes, progress_factory
 from ._inputs import open_input
 from ._stopper import Stopper
@@ -41,13 +42,22 @@ def _port(text: str) -> int:
     return value
 
 
+EXAMPLES = """\
+examples:
+  pysafetensors view model.safetensors
+  pysafetensors view base.safetensors finetuned.safetensors --no-browser --port 8765
+  pysafetensors view model.safetensors --export report.html --with-stats
+"""
+
+
 def add_parser(subparsers: Any) -> None:
-    from .main import common_options
+    from ._options import common_options
 
     p = subparsers.add_parser(
         "view", parents=[common_options()],
         help="show a checkpoint (or compare two) in the browser, or export an HTML report",
         description="Serve a page showing the checkpoint on 127.0.0.1 (Ctrl-C stops), or write it as one HTML file.",
+        epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("a", metavar="INPUT", help="file (.safetensors or .gguf), URL, index JSON or checkpoint directory")
     p.add_argument("b", metavar="INPUT2", nargs="?", help="a second checkpoint: the page shows their diff")
@@ -55,7 +65,9 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument("--host", default=DEFAULT_HOST,
                    help="address to listen on (default 127.0.0.1; any other prints a warning)")
     p.add_argument("--no-browser", action="store_true", help="print the URL without opening a browser")
-    p.add_argument("--export", metavar="FILE", help="write a self-contained HTML report instead of serving")
+    p.add_argument("--export", metavar="FILE_OR_URL",
+                   help="write a self-contained HTML report instead of serving: a path or a store URL "
+                        "(s3://bucket/report.html, memory://...; -o options apply), written all or nothing")
     p.add_argument("--with-stats", action="store_true",
                    help="with --export: add every tensor's stats and histogram (reads all the data once)")
 
@@ -163,10 +175,17 @@ def _notice_if_slow(message: str, enabled: bool, after: float = SLOW_START) -> I
 
 
 def run(args: argparse.Namespace) -> int:
-    from .main import UsageError
+    from ._options import UsageError
 
     if args.with_stats and not args.export:
         raise UsageError("pysafetensors view: error: --with-stats needs --export FILE (see --help)")
+    export_options: dict[str, Any] | None = None
+    if args.export:
+        # Checked before any input is read: a report that cannot be written is refused at once.
+        if url_scheme(args.export) in ("http", "https"):
+            raise UsageError("pysafetensors view: error: --export cannot write to an http(s) URL; give a file path "
+                             "or a store URL (s3://, gs://, memory://...)")
+        export_options = args.remote.for_path(args.export) or None
     # Serving: SIGINT and SIGTERM stop it from here on, before the server's modules load, the
     # inputs are opened and the port bound (a signal inherited as ignored is lost until a handler
     # is set), and SIGTERM ends it in any case (_stopper).
@@ -178,15 +197,15 @@ def run(args: argparse.Namespace) -> int:
             for path in [args.a] + ([args.b] if args.b is not None else []):
                 notice = f"pysafetensors view: reading {escape_text(redact_text(path))}..."
                 with _notice_if_slow(notice, bar_enabled(args)):
-                    opened.append(open_input(path, gguf=True))
+                    opened.append(open_input(path, args.remote, gguf=True))
         except BaseException:
             for c in opened:
                 c.close()
             raise
         with ViewSession(opened) as session:
             if args.export:
-                size = export_report(session, args.export, args.with_stats, progress_factory(args))
-                emit(f"wrote {escape_text(args.export)}: {fmt_bytes(size)}")
+                size = export_report(session, args.export, args.with_stats, progress_factory(args), export_options)
+                emit(f"wrote {escape_text(redact_text(args.export))}: {fmt_bytes(size)}")
                 return 0
             return _serve(session, args)
 

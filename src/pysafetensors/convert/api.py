@@ -19,15 +19,14 @@ from ..errors import (
     UnsupportedCheckpoint,
     VerificationFailed,
 )
+from ..io.locate import spool_stream
 from ..io.redact import redact_url
 from ..io.registry import open_source
-from ..io.regular import is_stream
 from ..io.targets import is_url_target, local_target, remove_target
 from ..reader import SafeFile
 from .checkpoint import Checkpoint, SourceBytes, Unconvertible, settle
 from .limits import Budget
 from .numpy_files import load_npy, load_npz
-from .streams import spooled
 from .torch_legacy import load_torch_legacy
 from .torch_zip import load_torch_zip
 from .tree import drop_tied, flatten, is_leaf, select
@@ -147,6 +146,7 @@ def convert_file(
     metadata: Mapping[str, str] | None = None,
     storage_options: Mapping[str, Any] | None = None,
     fileobj: Any = None,
+    max_input_size: int | None = None,
 ) -> ConversionReport:
     """Convert a ``torch.save`` checkpoint (zip or legacy) or a ``.npy``/``.npz`` file to safetensors.
 
@@ -159,8 +159,9 @@ def convert_file(
     (whose ``report`` lists them).  ``dst`` may be a store URL (``s3://...``;
     ``storage_options`` for its filesystem): staged locally, uploaded all or nothing, and
     verified by reading it back from the store.  ``src`` may be a pipe or other stream
-    (``/dev/stdin``): it is copied to a temporary file first, bounded by the free disk space
-    (:mod:`.streams`).  ``fileobj``, an open binary file holding ``src``'s bytes (such a copy),
+    (``/dev/stdin``): it is copied to a temporary file first, at most ``max_input_size`` bytes
+    (:mod:`pysafetensors.io.spool`; None: its default cap, which a longer stream exceeds with
+    :class:`~pysafetensors.errors.InputTooLarge`).  ``fileobj``, an open binary file holding ``src``'s bytes (such a copy),
     is read instead of ``src``, which then only names the source in the report and errors.
     """
     src, dst = os.fspath(src), os.fspath(dst)
@@ -170,7 +171,9 @@ def convert_file(
         raise ConversionError(f"refusing to overwrite the source {src!r} with its conversion")
     # A regular file is opened by load_checkpoint (io.open_source's backend rule); a pipe or
     # other stream is read once into a temporary file, since the readers seek.
-    spool = spooled(src) if fileobj is None and is_stream(src) else nullcontext(fileobj)
+    copy = None if fileobj is not None else spool_stream(src, max_input_size=max_input_size,
+                                                         wanted="checkpoint to convert")
+    spool = nullcontext(fileobj) if copy is None else copy
     with spool as readable, closing(load_checkpoint(src, readable)) as checkpoint:
         tensors, skipped = _select_tensors(checkpoint, key)
         for name, leaf in tensors.items():

@@ -5,9 +5,10 @@ from __future__ import annotations
 import io
 import struct
 import zipfile
+from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, BinaryIO, Protocol, cast
+from typing import Any, BinaryIO, cast
 
 import numpy as np
 
@@ -17,19 +18,24 @@ from ..io.protocols import ByteSource, ViewSource, capabilities
 from .limits import Budget
 
 
-class SourceTensor(Protocol):
-    """A tensor leaf: header facts, a tie key, and its bytes (uint8, C order, little-endian)."""
+class SourceTensor(ABC):
+    """A tensor leaf: header facts, a tie key, and its bytes (uint8, C order, little-endian).
+    Every reader's leaf class derives from it, so the tree walk tells leaves by type."""
 
     dtype: DType
 
     @property
+    @abstractmethod
     def out_shape(self) -> tuple[int, ...]: ...
 
     @property
+    @abstractmethod
     def nbytes(self) -> int: ...
 
+    @abstractmethod
     def tie_key(self) -> tuple[Any, ...] | None: ...
 
+    @abstractmethod
     def read(self) -> np.ndarray: ...
 
 

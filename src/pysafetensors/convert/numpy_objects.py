@@ -25,7 +25,7 @@ import numpy as np
 from .._adapters.numpy import dtype_of, little_endian_bytes
 from ..errors import CorruptCheckpoint, UnsafePickle, UnsupportedDtype
 from ..format.dtypes import DType
-from .checkpoint import Pending, Unconvertible
+from .checkpoint import Pending, SourceTensor, Unconvertible
 from .limits import short_repr
 from .unpickler import Allowed, Buildable
 
@@ -152,7 +152,7 @@ def _scalar(dtype: Any, data: Any = None) -> Any:
 
 
 @dataclass(eq=False)
-class NumpyLeaf:
+class NumpyLeaf(SourceTensor):
     """A numpy array as a tensor leaf (pickled or in a .npy/.npz file): its safetensors dtype
     and shape, which is also the output's (an array is written with its own shape)."""
 

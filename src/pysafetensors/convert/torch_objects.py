@@ -18,7 +18,7 @@ import numpy as np
 from .._adapters.numpy import numpy_dtype
 from ..errors import CorruptCheckpoint, SafetensorError, UnsupportedCheckpoint, UnsupportedDtype
 from ..format.dtypes import BY_TORCH_NAME, DType
-from .checkpoint import Unconvertible
+from .checkpoint import SourceTensor, Unconvertible
 from .limits import Budget, short_repr
 from .numpy_objects import NUMPY_ALLOWLIST, array_bytes_of
 from .unpickler import Allowed
@@ -86,7 +86,7 @@ class Storage:
 
 
 @dataclass(eq=False)
-class TensorRef:
+class TensorRef(SourceTensor):
     """A tensor as (storage, element offset, shape, stride, dtype); bytes are read on demand."""
 
     storage: Storage

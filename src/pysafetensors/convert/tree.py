@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import ConversionError, ConversionLimitExceeded, CorruptCheckpoint
-from .checkpoint import Unconvertible, settle
+from .checkpoint import SourceTensor, Unconvertible, settle
 from .limits import WALK_ALLOWANCE, WALK_FACTOR, Budget, key_name
 from .torch_objects import TorchSize
 
@@ -14,7 +14,7 @@ SINGLE_TENSOR_NAME = "tensor"  # the name a bare tensor (or a .npy array) is wri
 
 
 def _is_leaf(obj: Any) -> bool:
-    return hasattr(obj, "read") and hasattr(obj, "tie_key") or isinstance(obj, Unconvertible)
+    return isinstance(obj, (SourceTensor, Unconvertible))
 
 
 def _is_container(obj: Any) -> bool:

@@ -37,6 +37,7 @@ __all__ = [
     "encode_header",
     "parse_header",
     "parse_header_length",
+    "validate_header",
 ]
 
 
@@ -60,6 +61,16 @@ class TensorInfo(NamedTuple):
     @property
     def nelements(self) -> int:
         return prod(self.shape)
+
+    @property
+    def type(self) -> str:
+        """The stored type as the format spells it (the dtype code; a GGUF tensor's is its GGML type)."""
+        return self.dtype.code
+
+    @property
+    def decoded(self) -> bool:
+        """Whether the values are decoded from another stored form (never: safetensors stores values)."""
+        return False
 
 
 @dataclass(frozen=True)
@@ -102,26 +113,52 @@ def parse_header(header: bytes | bytearray | memoryview, file_size: int) -> Head
     extra is installed and the header is large (``TYPED_FROM``), else json's; either accepts
     only what the rules accept.
     """
-    n = len(header)
     # A big header allocates ~3 containers per tensor: generational GC passes over the
     # growing, cycle-free structure would dominate parse time, so pause it while parsing.
     with paused_gc():
-        at = WS_BYTES.match(header).end()  # type: ignore[union-attr]
-        if header[at : at + 1] != b"{":
-            return _careful_header(header, file_size)  # not an object: no fast path, and no decoding
-        try:
-            text = str(header, "utf-8")  # no copy of a bytearray/memoryview first
-        except UnicodeDecodeError:
-            return _careful_header(header, file_size)  # the rules report it
-        typed = _typed_entries() if n >= TYPED_FROM else None
-        fast: Any = _typed_header.NOT_CANONICAL
-        if typed is not None:
-            fast = _typed_header.fast_header(text, n, file_size, typed, Header, TensorInfo)
-        if fast is _typed_header.NOT_CANONICAL:  # no msgspec, or __metadata__ not first: json's path
-            fast = _fast_header(text, n, file_size)
-        if isinstance(fast, Header):
-            return fast
-        return _careful_header(header, file_size, text)
+        fast, text = _fast_parse(header, file_size)
+        return fast if fast is not None else _careful_header(header, file_size, text)
+
+
+def validate_header(header: bytes | bytearray | memoryview, file_size: int) -> tuple[list[HeaderProblem], Header | None]:
+    """Every problem ``check_header`` finds (warnings included), and the header when none is an
+    error: the header is parsed once.  One that takes :func:`parse_header`'s fast path breaks no
+    rule and names no member twice, so there is nothing to report; any other goes through the
+    rules alone."""
+    with paused_gc():
+        fast, text = _fast_parse(header, file_size)
+        if fast is not None:
+            return [], fast
+        problems: list[HeaderProblem] = []
+        checks = check(header, file_size, text)
+        while True:
+            try:
+                problems.append(next(checks))
+            except StopIteration as done:
+                entries, metadata = done.value
+                break
+        if any(not p.warning for p in problems):
+            return problems, None
+        return problems, _header_of(entries, metadata, len(header))
+
+
+def _fast_parse(header: bytes | bytearray | memoryview, file_size: int) -> tuple[Header | None, str | None]:
+    """The header when a fast path takes it, else None; and its text when it was decoded."""
+    n = len(header)
+    at = WS_BYTES.match(header).end()  # type: ignore[union-attr]
+    if header[at : at + 1] != b"{":
+        return None, None  # not an object: no fast path, and no decoding
+    try:
+        text = str(header, "utf-8")  # no copy of a bytearray/memoryview first
+    except UnicodeDecodeError:
+        return None, None  # the rules report it
+    typed = _typed_entries() if n >= TYPED_FROM else None
+    fast: Any = _typed_header.NOT_CANONICAL
+    if typed is not None:
+        fast = _typed_header.fast_header(text, n, file_size, typed, Header, TensorInfo)
+    if fast is _typed_header.NOT_CANONICAL:  # no msgspec, or __metadata__ not first: json's path
+        fast = _fast_header(text, n, file_size)
+    return (fast if isinstance(fast, Header) else None), text
 
 
 _TYPED: list[Callable[[str], Any] | None] = []  # msgspec's decoder, once looked for
@@ -151,8 +188,13 @@ def _careful_header(header: bytes | bytearray | memoryview, file_size: int, text
         if not problem.warning:
             checks.close()
             raise problem.error
+    return _header_of(entries, metadata, len(header))
+
+
+def _header_of(entries: list[Any], metadata: dict[str, str] | None, n: int) -> Header:
+    """The header of the rules' entries (sorted by offset) and metadata."""
     tensors = tuple(TensorInfo(name, dtype, shape, begin, end) for begin, end, _, name, dtype, shape in entries)
-    return Header(tensors, metadata, len(header))
+    return Header(tensors, metadata, n)
 
 
 _ABSENT = object()

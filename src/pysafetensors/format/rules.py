@@ -65,7 +65,7 @@ class HeaderProblem:
     warning: bool = False
 
     def __post_init__(self) -> None:
-        self.error.code = self.code  # type: ignore[attr-defined]  # so a caught error names its rule too
+        self.error.code = self.code  # so a caught error names its rule too
 
     @property
     def message(self) -> str:
@@ -79,10 +79,14 @@ def _in_words(head: str, tail: str, sep: str = "; ") -> dict[str, str]:
     return {"detail": f"{head}{sep}{tail}", "plain": f"{head} ({tail})"}
 
 
+#: GGUF's magic (llama.cpp's format), the first 4 bytes of a GGUF file: the one copy of it
+GGUF_MAGIC = b"GGUF"
+
+
 def _known_kind(head: bytes) -> str | None:
     """What a file beginning with ``head`` (its first 8 bytes) is, when it is a format people
     mistake for safetensors (or text), for the message; None when nothing is recognised."""
-    if head[:4] == b"GGUF":
+    if head[:4] == GGUF_MAGIC:
         return "it begins with GGUF's magic: a GGUF file, which pysafetensors inspect, diff and convert read"
     if head[:4] == b"PK\x03\x04":
         return "it is a zip archive, as PyTorch's .pt/.bin files are: pysafetensors convert reads those"

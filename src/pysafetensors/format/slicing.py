@@ -122,6 +122,28 @@ def _as_int(value: Any) -> int | None:
         return None
 
 
+def is_full_index(index: Any, ndim: int) -> bool:
+    """Whether ``index`` selects a whole ``ndim``-dim tensor as it is: ``...``, ``:`` (on at
+    least one dim), ``()``, or a tuple of at most ``ndim`` plain ``:`` and at most one ``...``.
+
+    What every framework's slicing (``plan_slice``, clamped or not) turns into the tensor
+    itself, so a caller may read the whole tensor instead of planning a slice.
+    """
+    if index is Ellipsis:
+        return True
+    if type(index) is slice:
+        return ndim > 0 and index.start is None and index.stop is None and index.step is None
+    if type(index) is not tuple:
+        return False
+    ellipses = 0
+    for item in index:
+        if item is Ellipsis:
+            ellipses += 1
+        elif type(item) is not slice or item.start is not None or item.stop is not None or item.step is not None:
+            return False
+    return ellipses <= 1 and len(index) - ellipses <= ndim
+
+
 def plan_slice(shape: tuple[int, ...], dtype: DType, index: Any, *, clamp: bool = False, name: str = "") -> SlicePlan:
     """Normalise ``index`` against ``shape``; raise SliceError with upstream wording."""
     if isinstance(index, list):

@@ -229,6 +229,19 @@ class DecodedBytes:
     def __len__(self) -> int:
         return self.length
 
+    def held(self, cap: int) -> DecodedBytes:
+        """These values with their stored (quantized) bytes fetched once when they come over the
+        network and are at most ``cap`` bytes: each slice then decodes from memory."""
+        if self.stored is None and not self.file.views:
+            stored = self.info.nbytes
+            if stored is not None and stored <= cap:
+                self.stored = self.file.stored(self.info.name)  # a fresh DecodedBytes: ours to fill
+        return self
+
+    def resident(self) -> int:
+        """Bytes of memory held: the stored bytes fetched by :meth:`held`, else none."""
+        return 0 if self.stored is None or self.file.views else len(self.stored)
+
     def __getitem__(self, key: slice) -> Any:
         import numpy as np
 

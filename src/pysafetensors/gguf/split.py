@@ -23,9 +23,9 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 from ..errors import GGUFError, SafetensorError
+from ..io.locate import sibling
 from ..io.protocols import ByteSource, capabilities
 from .check import GGUFProblem, GGUFValidation, check_layout, validate_gguf
 from .header import GGUFField, GGUFHeader
@@ -60,15 +60,6 @@ def part_names(name: str, count: int) -> list[str]:
                         f"<prefix>-NNNNN-of-{count:05d}.gguf, so the other files cannot be found",
                         code="split_name", count=count)
     return [f"{m.group('prefix')}-{i:05d}-of-{count:05d}.gguf" for i in range(1, count + 1)]
-
-
-def sibling(location: str, name: str) -> str:
-    """``location`` (a path or URL) with its file name replaced by ``name``."""
-    parts = urlsplit(location)
-    if parts.scheme and len(parts.scheme) > 1:
-        head = parts.path.rsplit("/", 1)[0] if "/" in parts.path else ""
-        return urlunsplit(parts._replace(path=f"{head}/{name}"))
-    return os.path.join(os.path.dirname(location), name)
 
 
 class SplitSource:

@@ -12,7 +12,9 @@ import struct
 from dataclasses import dataclass
 from enum import IntEnum
 
-MAGIC = b"GGUF"
+from ..format.rules import GGUF_MAGIC
+
+MAGIC = GGUF_MAGIC
 DEFAULT_ALIGNMENT = 32
 VERSIONS = (1, 2, 3)
 

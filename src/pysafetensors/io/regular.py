@@ -36,15 +36,16 @@ def is_stream(path: str | os.PathLike[str]) -> bool:
     return stat.S_ISFIFO(mode) or stat.S_ISCHR(mode) or stat.S_ISSOCK(mode)
 
 
-def open_regular(path: str | os.PathLike[str]) -> int:
-    """A read-only descriptor of ``path`` (blocking mode), if it is a regular file.
+def open_regular(path: str | os.PathLike[str], *, write: bool = False) -> int:
+    """A read-only descriptor of ``path`` (read-write with ``write``: an edit in place; blocking
+    mode), if it is a regular file.
 
     FileNotFoundError keeps upstream's "No such file or directory: <path>" wording; a
     directory raises DirectoryNotFile (also an IsADirectoryError), a FIFO, socket or device
     NotARegularFile.
     """
     name = os.fspath(path)
-    flags = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NONBLOCK", 0)
+    flags = (os.O_RDWR if write else os.O_RDONLY) | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NONBLOCK", 0)
     try:
         fd = os.open(path, flags)
     except FileNotFoundError:

@@ -119,18 +119,13 @@ def writable_filesystem(url: str, storage_options: Mapping[str, Any] | None = No
 
 
 def _discard(f: Any) -> None:
-    """Throw away an open store file without publishing it (S3: abort its multipart upload)."""
+    """Throw away an open fsspec file without publishing it."""
+    # fsspec's buffered files publish what they hold when closed (also from __del__):
+    # marked closed, this one never will.
     try:
-        discard = getattr(f, "discard", None)
-        if discard is not None:
-            discard()
-    finally:
-        # fsspec's buffered files publish what they hold when closed (also from __del__):
-        # marked closed, this one never will.
-        try:
-            f.closed = True
-        except AttributeError:  # not an fsspec buffered file (memory://'s BytesIO): close is harmless
-            f.close()
+        f.closed = True
+    except AttributeError:  # not an fsspec buffered file (memory://'s BytesIO): close is harmless
+        f.close()
 
 
 class RemoteFileSink(CommitOnExit):
@@ -251,7 +246,10 @@ class RemoteFileSink(CommitOnExit):
         left = None
         if self._file is not None:
             try:
-                _discard(self._file)
+                if self.multipart:  # an S3MultipartUpload: abort it
+                    self._file.discard()
+                else:
+                    _discard(self._file)
             except UploadNotAborted as e:
                 left = e
             except Exception:  # noqa: BLE001, S110 - best effort: the error being raised matters more

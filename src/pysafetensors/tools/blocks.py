@@ -19,6 +19,7 @@ member), and its label names the outer members by their range: ``model.layers.[0
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -88,11 +89,8 @@ def index_ranges(indices: Sequence[int]) -> str:
     return ", ".join(out)
 
 
-def _number(label: str) -> int | None:
-    """The number a label writes the plain way (``"12"``), else None (``"01"``, ``"x"``, ``"٣"``)."""
-    if label.isascii() and label.isdigit() and (label == "0" or label[0] != "0"):
-        return int(label)
-    return None
+#: a label that writes a number the plain way (``"12"``; not ``"01"``, ``"x"``, ``"٣"``)
+_PLAIN_NUMBER = re.compile("0|[1-9][0-9]*")
 
 
 Signature = tuple[tuple[str, int], ...]
@@ -212,11 +210,13 @@ def find_blocks(groups: PrefixGroups, names: Sequence[str], dtypes: Sequence[str
             k = parent[k]
         return False
 
+    plain = _PLAIN_NUMBER.fullmatch
     first_member: dict[int, str] = {}  # group -> how its block writes it: "[0–31]"
     first_count: dict[int, int] = {}  # group -> the members of the block it stands for
     blocks: list[RepeatedBlock] = []
     for gid in candidates:
-        numbered = [(num, -1 - n) for n in kids[gid] if n < 0 and (num := _number(label[-1 - n])) is not None]
+        child_groups = [-1 - n for n in kids[gid] if n < 0]
+        numbered = [(int(label[c]), c) for c in child_groups if plain(label[c])]
         if len(numbered) < 2:
             continue
         alike_by: dict[int, list[tuple[int, int]]] = {}

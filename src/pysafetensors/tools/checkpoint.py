@@ -2,8 +2,8 @@
 
 An input is a local file, an ``http(s)://`` or fsspec URL (``memory://``, ``s3://``...), a
 ``*.safetensors.index.json`` (local or URL), a local directory holding a checkpoint, or a
-local pipe/FIFO/character device (``/dev/stdin``), read into memory up to what its header
-declares (at most 4 GiB, ``_pipes.STREAM_CAP``).  :func:`open_checkpoint` opens it once as a
+local pipe/FIFO/character device (``/dev/stdin``), copied to a temporary file up to what its
+header declares (:mod:`pysafetensors.io.spool`, the one stream policy).  :func:`open_checkpoint` opens it once as a
 :class:`Checkpoint`; with ``gguf=True`` a file that starts with GGUF's magic (llama.cpp's
 format, any of the same inputs) opens as a :class:`GGUFCheckpoint` instead, which the read
 tools (summary, tree, identity, diff, stats, values) take beside a Checkpoint: the front the
@@ -35,29 +35,25 @@ per small tensor.
 from __future__ import annotations
 
 import os
-import stat
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from math import prod
-from typing import Any, Literal, Protocol, overload
+from typing import Any, ClassVar, Literal, Protocol, overload, runtime_checkable
 
 from ..errors import GGUFUnsupported, SafetensorError, SourceError, TensorNotFound
 from ..format.dtypes import DType
 from ..format.header import N_LEN, TensorInfo
-from ..gguf.header import GGUFHeader, is_gguf
+from ..gguf.header import GGUFHeader
 from ..gguf.reader import DecodedBytes, GGUFFile, value_dtype
-from ..gguf.split import PartOpener, open_gguf, sibling
-from ..gguf.types import MAGIC
-from ..io.protocols import ByteSource, capabilities
+from ..gguf.split import open_gguf
+from ..io.locate import Located, is_sharded_path, locate
+from ..io.protocols import capabilities
 from ..io.redact import redact_url
-from ..io.registry import open_source, url_scheme
-from ..io.regular import is_stream
-from ..io.sources import MemorySource
+from ..io.registry import url_scheme
 from ..reader import SafeFile, alloc
-from ..sharded import ShardedFile, is_index_name, open_index, resolve_location
+from ..sharded import ShardedFile, open_index
 from ._chunks import read_ahead_bytes
-from ._pipes import read_stream
 
 # Tensors at most this far apart in a file still share one read-ahead request.
 READ_AHEAD_GAP = 64 << 10
@@ -83,6 +79,10 @@ class ValueTensor(Protocol):
     def shape(self) -> tuple[int, ...]: ...
     @property
     def nelements(self) -> int: ...
+    @property
+    def type(self) -> str: ...  # the stored type as the format spells it (F16, Q4_K...)
+    @property
+    def decoded(self) -> bool: ...  # values decoded from another stored form (GGUF), not the stored bytes
 
 
 class TensorAccess(Protocol):
@@ -93,6 +93,20 @@ class TensorAccess(Protocol):
     def info(self, name: str) -> ValueTensor: ...
 
     def data(self, name: str) -> TensorBytes: ...
+
+
+@runtime_checkable
+class ReadOnSlice(TensorBytes, Protocol):
+    """Tensor bytes read (or decoded) only when sliced, not a view of memory: a remote tensor's
+    :class:`RangedBytes`, a GGUF tensor's ``DecodedBytes``."""
+
+    def held(self, cap: int) -> TensorBytes:
+        """The bytes fetched into memory once when they are at most ``cap`` bytes, else as they are."""
+        ...
+
+    def resident(self) -> int:
+        """Bytes of memory these bytes keep while they wait."""
+        ...
 
 
 class RangedBytes:
@@ -117,6 +131,12 @@ class RangedBytes:
         if len(buf):
             self.file.read_data(self.info.begin + start, buf, tensor=self.info.name)
         return buf
+
+    def held(self, cap: int) -> TensorBytes:
+        return self[0 : self.length] if self.length <= cap else self
+
+    def resident(self) -> int:
+        return 0
 
 
 def matches(name: str, patterns: Sequence[str] | None) -> bool:
@@ -144,6 +164,8 @@ class MetadataDisagreement:
 @dataclass
 class Checkpoint:
     """One logical checkpoint: every tensor, its bytes, its metadata, however many files hold it."""
+
+    format: ClassVar[str] = "safetensors"
 
     path: str  # as shown to people: a URL without credentials or query string
     files: list[SafeFile]
@@ -223,6 +245,10 @@ class Checkpoint:
         if capabilities(f.source).view:
             return f.raw(name).data
         return RangedBytes(f, f.info(name))
+
+    def stored(self, name: str) -> TensorBytes | None:
+        """The tensor's bytes as stored (as :meth:`data`: safetensors stores values)."""
+        return self.data(name)
 
     def read(self, name: str) -> memoryview:
         """The whole tensor's bytes (a view when mapped, else one read); for writers."""
@@ -318,7 +344,7 @@ def _named(path: str, e: SafetensorError) -> SafetensorError:
     # Say which file: format errors name tensors and offsets, not the path.
     if path not in str(e):
         e.args = (f"{path}: {e}",)
-    e.input_name = path  # type: ignore[attr-defined]  # for a message in a user's words (HeaderError.plain)
+    e.input_name = path  # for a message in a user's words (HeaderError.plain)
     return e
 
 
@@ -339,11 +365,6 @@ def _from_sharded(path: str, sf: ShardedFile) -> Checkpoint:
         sf.close()
         raise
     return Checkpoint(path, files, list(sf.shard_names), sf.metadata, index_path=sf.name, sharded_file=sf, _owner=owner)
-
-
-def is_sharded_path(path: str) -> bool:
-    """Whether ``path`` names a sharded checkpoint (an index JSON, or a local directory)."""
-    return is_index_name(path) or (url_scheme(path) is None and os.path.isdir(path))
 
 
 # --- GGUF -----------------------------------------------------------------------------------
@@ -377,12 +398,30 @@ class GGUFTensor:
     def nelements(self) -> int:
         return prod(self.shape)
 
+    @property
+    def decoded(self) -> bool:
+        return True
+
+
+class _StoredBytes:
+    """A GGUF tensor's stored (quantized) bytes, read as they are sliced."""
+
+    def __init__(self, file: GGUFFile, name: str, length: int) -> None:
+        self.file, self.name, self.length = file, name, length
+
+    def __len__(self) -> int:
+        return self.length
+
+    def __getitem__(self, key: slice) -> Any:
+        start, stop, _ = key.indices(self.length)
+        return self.file.stored(self.name, start, stop)
+
 
 class GGUFCheckpoint:
     """A GGUF file opened for the tools: the same questions as a :class:`Checkpoint` answers
     (``tensors``, ``info``, ``data``, ``stream``...), plus the GGUF header (``header``)."""
 
-    format = "gguf"
+    format: ClassVar[str] = "gguf"
     sharded = False
     index_path: str | None = None
     metadata: dict[str, str] | None = None  # GGUF metadata is typed: ``header.fields``
@@ -443,6 +482,12 @@ class GGUFCheckpoint:
         ``heads`` un-permutes llama's q/k rows (:mod:`pysafetensors.gguf.names`)."""
         self.info(name)
         return self.file.decoded(name, heads)
+
+    def stored(self, name: str) -> TensorBytes | None:
+        """The tensor's bytes as stored (quantized), read as they are sliced; None for a type
+        this version does not know (where its bytes end is unknown)."""
+        t = self.info(name)
+        return None if t.type.startswith("unknown") else _StoredBytes(self.file, t.name, t.nbytes)
 
     def stream(self, names: Sequence[str], heads: Mapping[str, int] | None = None
                ) -> Iterator[tuple[GGUFTensor, DecodedBytes]]:
@@ -506,61 +551,36 @@ class GGUFCheckpoint:
 AnyCheckpoint = Checkpoint | GGUFCheckpoint
 
 
-def _starts_with_gguf(source: ByteSource) -> bool:
-    if source.size < len(MAGIC):
-        return False
-    prefix = bytearray(len(MAGIC))
-    source.read_into(0, memoryview(prefix))
-    return is_gguf(bytes(prefix))
-
-
-def _single(source: ByteSource, gguf: bool, shown: str, gguf_layout: bool = True,
-            open_part: PartOpener | None = None) -> SafeFile | GGUFFile:
-    """A SafeFile, or a GGUFFile when the source starts with GGUF's magic (and ``gguf``; its
-    layout checked when ``gguf_layout``; a file of a split GGUF set opens the whole set, its
-    other files through ``open_part``)."""
-    try:
-        found = _starts_with_gguf(source)
-    except BaseException:
-        source.close()
-        raise
-    if not found:
-        return SafeFile(source)
+def _open_file(found: Located, gguf: bool, shown: str, gguf_layout: bool) -> Checkpoint | GGUFCheckpoint:
+    """The single file :func:`~pysafetensors.io.locate.locate` found, as a Checkpoint, or (with
+    ``gguf``) a GGUFCheckpoint when its magic says so (its layout checked when ``gguf_layout``;
+    a file of a split set opens the whole set)."""
+    source = found.take_source()
+    file_name = os.path.basename(redact_url(str(source.name or shown)).rstrip("/"))
+    if found.format == "safetensors":
+        f = SafeFile(source)
+        return Checkpoint(shown, [f], [file_name], f.metadata)
     if not gguf:
         source.close()
         raise GGUFUnsupported(
             f"{shown} is a GGUF file; this command works on safetensors checkpoints (inspect, id, diff, validate "
             "and stats read GGUF; `pysafetensors convert IN.gguf OUT.safetensors` converts it)"
         )
-    return open_gguf(source, validate=gguf_layout, unknown_types=True, open_part=open_part)
-
-
-def _open(path: str, storage_options: Mapping[str, Any] | None, gguf: bool, shown: str, gguf_layout: bool
-          ) -> SafeFile | ShardedFile | GGUFFile:
-    if url_scheme(path) is None:
-        try:
-            mode = os.stat(path).st_mode
-        except OSError:
-            mode = None  # missing: open_file says so
-        if mode is not None and is_stream(path):
-            return _single(MemorySource(read_stream(path), name=path), gguf, shown, gguf_layout)
-        if mode is not None and not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
-            raise SourceError(f"{path}: not a regular file or directory", path=path)
-    location = resolve_location(path, storage_options)  # a directory or URL prefix: its index or only file
-    if is_index_name(location):
-        return open_index(location, None, storage_options)  # the backend is chosen per file (io.open_source)
-    return _single(open_source(location, None, storage_options), gguf, shown, gguf_layout,
-                   lambda name: open_source(sibling(location, name), None, storage_options))
+    gguf_file = open_gguf(source, validate=gguf_layout, unknown_types=True, open_part=found.sibling_opener())
+    return GGUFCheckpoint(shown, gguf_file, file_name)
 
 
 @overload
 def open_checkpoint(path: str | os.PathLike[str], storage_options: Mapping[str, Any] | None = None, *,
-                    gguf: Literal[False] = False, gguf_layout: bool = True) -> Checkpoint: ...
+                    gguf: Literal[False] = False, gguf_layout: bool = True,
+                    max_input_size: int | None = None) -> Checkpoint: ...
 @overload
 def open_checkpoint(path: str | os.PathLike[str], storage_options: Mapping[str, Any] | None = None, *,
-                    gguf: bool, gguf_layout: bool = True) -> Checkpoint | GGUFCheckpoint: ...
+                    gguf: bool, gguf_layout: bool = True,
+                    max_input_size: int | None = None) -> Checkpoint | GGUFCheckpoint: ...
 def open_checkpoint(path: str | os.PathLike[str], storage_options: Mapping[str, Any] | None = None, *,
-                    gguf: bool = False, gguf_layout: bool = True) -> Checkpoint | GGUFCheckpoint:
+                    gguf: bool = False, gguf_layout: bool = True,
+                    max_input_size: int | None = None) -> Checkpoint | GGUFCheckpoint:
     """Open a file, URL, index JSON, checkpoint directory or stream as one :class:`Checkpoint`.
 
     ``storage_options`` go to remote sources (for HTTP: ``timeout``, ``headers``, ``token``...).
@@ -569,18 +589,21 @@ def open_checkpoint(path: str | os.PathLike[str], storage_options: Mapping[str, 
     where a GGUF's tensor data lies (aligned, inside the file, not overlapping): the header
     alone is parsed, which is all the structural ID needs (a file holding only the header and
     the tensor descriptions, such as weight-inspect's ``tiny.gguf``, then opens); its tensors
-    must not be read.  Errors name the input, with a URL's secrets removed.
+    must not be read.  A stream is copied to a temporary file first, at most ``max_input_size``
+    bytes (:mod:`pysafetensors.io.spool`; None: its default cap).  Errors name the input, with a
+    URL's secrets removed.
     """
     path = os.fspath(path)
     shown = redact_url(path)
     try:
-        opened = _open(path, storage_options, gguf, shown, gguf_layout)
+        found = locate(path, storage_options, max_input_size=max_input_size)
+        if not found.index:
+            return _open_file(found, gguf, shown, gguf_layout)
+        sharded = open_index(found.location, None, storage_options)  # the backend is chosen per file
     except SafetensorError as e:
         raise _named(shown, e) from None
-    if isinstance(opened, ShardedFile):
-        return _from_sharded(shown, opened)
-    name = opened.name or shown
-    file_name = os.path.basename(redact_url(str(name)).rstrip("/"))
-    if isinstance(opened, GGUFFile):
-        return GGUFCheckpoint(shown, opened, file_name)
-    return Checkpoint(shown, [opened], [file_name], opened.metadata)
+    return _from_sharded(shown, sharded)
+
+__all__ = ["AnyCheckpoint", "Checkpoint", "GGUFCheckpoint", "GGUFTensor", "MetadataDisagreement", "RangedBytes",
+           "ReadOnSlice", "ShardMetadata", "TensorAccess", "TensorBytes", "ValueTensor", "is_sharded_path", "matches",
+           "open_checkpoint"]

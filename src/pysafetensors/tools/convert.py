@@ -5,8 +5,8 @@ A GGUF file (recognised by its magic, never its name; a local file or a URL) goe
 only to it), its tensors are dequantized and written a chunk at a time.  Anything else goes to
 :func:`pysafetensors.convert.convert_file` (PyTorch zip or legacy, ``.npy``/``.npz``), which
 runs no pickle code and verifies what it wrote.  A pipe or other stream (``/dev/stdin``) is
-copied to a temporary file first (:mod:`pysafetensors.convert.streams`, bounded by the free
-disk space), once, so it can be sniffed and then read by offset like a file.
+copied to a temporary file first (:mod:`pysafetensors.io.spool`, bounded by ``max_input_size``),
+once, so it can be sniffed and then read by offset like a file.
 """
 
 from __future__ import annotations
@@ -15,20 +15,18 @@ import os
 from collections.abc import Mapping
 from contextlib import nullcontext
 from dataclasses import dataclass
-from typing import IO, Any
+from typing import Any
 
 from ..convert import ConversionReport, convert_file
-from ..convert.streams import spooled
 from ..errors import SafetensorError
 from ..format.dtypes import BY_CODE
 from ..gguf.convert import GGUFConversion, convert_gguf, output_code, plan_tensors
-from ..gguf.header import is_gguf
 from ..gguf.reader import GGUFFile
-from ..gguf.split import PartOpener, open_gguf, sibling
+from ..gguf.split import PartOpener, open_gguf
+from ..io.locate import locate, sniff, spool_stream
 from ..io.protocols import ByteSource
 from ..io.redact import redact_url
 from ..io.registry import open_source, url_scheme
-from ..io.regular import is_stream
 from ._base import JsonResult, Progress, no_progress
 
 
@@ -46,34 +44,6 @@ class GGUFConversionResult(JsonResult):
         d = {"source": self.source, "source_kind": "gguf", "gguf_version": self.version, **self.conversion.__dict__}
         d["destination"] = d.pop("output")
         return d
-
-
-def gguf_source(path: str, storage_options: Mapping[str, Any] | None = None,
-                fileobj: IO[bytes] | None = None) -> ByteSource | None:
-    """An open source of ``path`` when it is a GGUF file (its magic first), else None.
-
-    ``fileobj`` (an open file of ``path``, e.g. a spooled copy of a pipe) is read instead of
-    opening ``path``.  A local file that cannot be opened gives None: convert_file says what is
-    wrong with it.
-    """
-    if fileobj is None and url_scheme(path) is None:
-        try:
-            with open(path, "rb") as f:
-                if not is_gguf(f.read(4)):
-                    return None
-        except OSError:
-            return None
-    source = open_source(path if fileobj is None else fileobj, None, storage_options)
-    try:
-        prefix = bytearray(min(4, source.size))
-        source.read_into(0, memoryview(prefix))
-    except BaseException:
-        source.close()
-        raise
-    if is_gguf(bytes(prefix)):
-        return source
-    source.close()
-    return None
 
 
 def gguf_output_bytes(gguf: GGUFFile, dtype: str, hf: bool = False) -> int:
@@ -117,19 +87,36 @@ def convert_checkpoint(
     hf_names: bool = False,
     progress: Progress = no_progress,
     storage_options: Mapping[str, Any] | None = None,
+    max_input_size: int | None = None,
 ) -> ConversionReport | GGUFConversionResult:
     """Convert the checkpoint at ``path`` to a safetensors file at ``output`` (see the module
     docstring).  ``key``/``verify`` apply to pickle and numpy inputs, ``dtype``/``hf_names`` to
     GGUF ones (given for another kind: ValueError); ``metadata`` entries are added to the
-    output's.  ``storage_options`` go to a remote input.  A failed verification raises
+    output's.  ``storage_options`` go to a remote input; ``max_input_size`` caps what is copied
+    of a stream (:mod:`pysafetensors.io.spool`).  A failed verification raises
     :class:`~pysafetensors.errors.VerificationFailed` carrying the report."""
     path, output = os.fspath(path), os.fspath(output)
-    with (spooled(path) if url_scheme(path) is None and is_stream(path) else nullcontext()) as copy:
-        source = gguf_source(path, storage_options, copy)
+    # A stream is copied whole (a pickle's readers seek to its end), once; then sniffed like a file.
+    copy = spool_stream(path, max_input_size=max_input_size, wanted="checkpoint to convert")
+    with nullcontext() if copy is None else copy:
+        if copy is None:
+            try:
+                found = locate(path, storage_options)
+            except (OSError, SafetensorError):
+                if url_scheme(path) is not None:
+                    raise
+                found = None  # a local file that cannot be opened: convert_file says what is wrong with it
+            source = found.take_source() if found is not None and found.format == "gguf" else None
+            siblings = found.sibling_opener() if found is not None else None  # a split set converts whole
+            if found is not None:
+                found.close()
+        else:
+            source = open_source(copy)
+            siblings = None  # a copied stream has no other files to open
+            if sniff(source) != "gguf":
+                source.close()
+                source = None
         if source is not None:
-            # a file of a split set converts the whole set; a copied stream has no other files to open
-            siblings = None if copy is not None else (lambda name: open_source(sibling(path, name), None,
-                                                                                 storage_options))
             return _convert_gguf(source, redact_url(path), output, key, dtype, hf_names, metadata, progress,
                                  siblings)
         if dtype is not None or hf_names:
@@ -137,4 +124,4 @@ def convert_checkpoint(
         return convert_file(path, output, key=key, verify=verify, metadata=metadata, fileobj=copy)
 
 
-__all__ = ["GGUFConversionResult", "convert_checkpoint", "gguf_output_bytes", "gguf_source"]
+__all__ = ["GGUFConversionResult", "convert_checkpoint", "gguf_output_bytes"]

@@ -59,6 +59,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -222,8 +223,9 @@ def _tensor_verdict(differing: int, bit_equal: bool, decoded: bool, tolerant: bo
     return WITHIN_TOLERANCE
 
 
-def _desc(t: TensorInfo) -> TensorDesc:
-    return TensorDesc(t.name, t.dtype.code, list(t.shape), t.nbytes)
+def _desc(t: TensorInfo | GGUFTensor) -> TensorDesc:
+    """A tensor as the diff lists it: its stored type (a GGUF tensor's GGML type), shape and stored bytes."""
+    return TensorDesc(t.name, t.type, list(t.shape), t.nbytes)
 
 
 class _Cosine:
@@ -373,7 +375,7 @@ def compare_values(
         cmp.add(xa, xb)
         if bar is not None:
             bar.update(xa.size * ta.dtype.bits // 8)
-    decoded = isinstance(ta, (GGUFTensor, MappedValue)) or isinstance(tb, (GGUFTensor, MappedValue))
+    decoded = ta.decoded or tb.decoded
     return ValueDiff(ta.name, True, n, cmp.differing, cmp.max_abs if n else None, cmp.cosine.value(),
                      verdict=_tensor_verdict(cmp.differing, cmp.bit_equal, decoded, cmp.tolerant))
 
@@ -447,10 +449,10 @@ def diff_files(
         raise ValueError("structure_only compares no values: it cannot go with values, rtol or atol")
     if visit is not None and not values:
         raise ValueError("visit needs values=True: only a values diff reads every tensor")
-    if not isinstance(a, (Checkpoint, GGUFCheckpoint)):
+    if isinstance(a, (str, os.PathLike)):
         with open_checkpoint(a, gguf=True) as opened:
             return diff_files(opened, b, values, rtol, atol, progress, structure_only=structure_only, visit=visit)
-    if not isinstance(b, (Checkpoint, GGUFCheckpoint)):
+    if isinstance(b, (str, os.PathLike)):
         with open_checkpoint(b, gguf=True) as opened:
             return diff_files(a, opened, values, rtol, atol, progress, structure_only=structure_only, visit=visit)
     if isinstance(a, GGUFCheckpoint) or isinstance(b, GGUFCheckpoint):
@@ -483,21 +485,7 @@ def _mode(a: AnyCheckpoint, b: AnyCheckpoint, values: bool, structure_only: bool
         return VALUES
     if structure_only or not (a.local and b.local):
         return STRUCTURE
-    return VALUES if isinstance(a, GGUFCheckpoint) != isinstance(b, GGUFCheckpoint) else BYTES
-
-
-class _Stored:
-    """A GGUF tensor's stored (quantized) bytes, read as they are sliced."""
-
-    def __init__(self, ckpt: GGUFCheckpoint, name: str) -> None:
-        self.ckpt, self.name, self.length = ckpt, name, ckpt.info(name).nbytes
-
-    def __len__(self) -> int:
-        return self.length
-
-    def __getitem__(self, key: slice) -> Any:
-        start, stop, _ = key.indices(self.length)
-        return self.ckpt.file.stored(self.name, start, stop)
+    return VALUES if a.format != b.format else BYTES
 
 
 @dataclass
@@ -509,6 +497,7 @@ class _Stream:
     own: dict[str, str] | None = None  # key -> the checkpoint's name (None: the same)
     #: key -> how a GGUF tensor is read as the Hugging Face tensor it maps to (a mapped GGUF side)
     mapped: dict[str, MappedTensor] = field(default_factory=dict)
+    mapped_file: GGUFCheckpoint | None = None  # that GGUF (a mapped side)
     infos: dict[str, TensorInfo] = field(default_factory=dict)  # a Checkpoint's tensors, in file order
     file_of: dict[str, int] = field(default_factory=dict)  # a Checkpoint's tensor -> its file's position
 
@@ -539,30 +528,23 @@ class _Stream:
         """``(key, tensor, values)`` for each key, in the order given, read ahead over the network."""
         names = [self.name(k) for k in keys]
         pairs: Iterator[tuple[ValueTensor, TensorBytes]]
-        if isinstance(self.ckpt, GGUFCheckpoint) and self.mapped:
-            pairs = mapped_values(self.ckpt, [self.mapped[k] for k in keys])
-        elif isinstance(self.ckpt, GGUFCheckpoint):
-            pairs = iter(self.ckpt.stream(names))
+        if self.mapped_file is not None:
+            pairs = mapped_values(self.mapped_file, [self.mapped[k] for k in keys])
         else:
             pairs = iter(self.ckpt.stream(names))
         return ((k, t, d) for k, (t, d) in zip(keys, pairs))
 
     def values(self, key: str) -> TensorBytes:
         """One tensor's values (a GGUF's dequantized, in Hugging Face row order when mapped)."""
-        if isinstance(self.ckpt, GGUFCheckpoint):
-            if self.mapped:
-                values: TensorBytes = mapped_bytes(self.ckpt.file, self.mapped[key])
-                return values
-            return self.ckpt.data(self.name(key))
-        return self.ckpt.data(key)
+        if self.mapped_file is not None:
+            data: TensorBytes = mapped_bytes(self.mapped_file.file, self.mapped[key])
+            return data
+        return self.ckpt.data(self.name(key))
 
     def stored(self, key: str) -> TensorBytes | None:
         """One tensor's bytes as stored; None for a GGUF tensor of a type this version does not
         know (where its bytes end is unknown)."""
-        if isinstance(self.ckpt, GGUFCheckpoint):
-            t = self.ckpt.info(self.name(key))
-            return None if t.type.startswith("unknown") else _Stored(self.ckpt, t.name)
-        return self.ckpt.data(key)
+        return self.ckpt.stored(self.name(key))
 
     def nbytes(self, key: str) -> int:
         if key in self.mapped:
@@ -656,14 +638,11 @@ class _Side:
     layout: dict[str, str] = field(default_factory=dict)  # shown name -> the layout change undone
     dropped: dict[str, str] = field(default_factory=dict)  # GGUF name -> why it is not compared
     warning: str | None = None  # the mapping's caveat (no table for the architecture)
-
-    @property
-    def is_mapped(self) -> bool:
-        return bool(self.mapped)
+    mapped_file: GGUFCheckpoint | None = None  # the GGUF read under Hugging Face names (a mapped side)
 
     def values(self, shown: list[str]) -> Iterator[tuple[ValueTensor, TensorBytes]]:
-        if self.mapped and isinstance(self.ckpt, GGUFCheckpoint):
-            return mapped_values(self.ckpt, [self.mapped[n] for n in shown])
+        if self.mapped_file is not None:
+            return mapped_values(self.mapped_file, [self.mapped[n] for n in shown])
         names = [self.own[n] for n in shown]
         return iter(self.ckpt.stream(names))
 
@@ -691,12 +670,17 @@ class MappedValue:
     def nelements(self) -> int:
         return math.prod(self.shape)
 
+    @property
+    def type(self) -> str:
+        return str(self.dtype.code)
+
+    @property
+    def decoded(self) -> bool:
+        return True
+
 
 def _plain_side(ckpt: AnyCheckpoint) -> _Side:
-    if isinstance(ckpt, GGUFCheckpoint):
-        descs = {t.name: TensorDesc(t.name, t.type, list(t.shape), t.nbytes) for t in ckpt.tensors}
-    else:
-        descs = {t.name: _desc(t) for t in ckpt.tensors}
+    descs = {t.name: _desc(t) for t in ckpt.tensors}
     return _Side(ckpt, {n: n for n in descs}, descs)
 
 
@@ -732,7 +716,7 @@ def _mapped_side(ckpt: GGUFCheckpoint, other: set[str]) -> tuple[_Side, list[str
             if name in mapping.left_in_gguf_order}
     layout = {shown: t.op for shown, t in mapped.items() if t.op and t.op not in ("q", "k")}
     side = _Side(ckpt, {shown: t.source for shown, t in mapped.items()}, descs, mapped, left, layout,
-                 dict(mapping.dropped), mapping.warning)
+                 dict(mapping.dropped), mapping.warning, ckpt)
     return side, mapping.unmapped
 
 
@@ -755,11 +739,11 @@ def _typed_metadata(ckpt: GGUFCheckpoint) -> dict[str, tuple[str, str]]:
 def _diff_gguf(a: AnyCheckpoint, b: AnyCheckpoint, mode: str, values: bool, rtol: float | None, atol: float | None,
                progress: Progress, visit: tuple[Visit, Visit] | None) -> GGUFDiffResult:
     r = GGUFDiffResult(a.path, b.path, None, rtol=rtol, atol=atol,
-                       formats=[c.format if isinstance(c, GGUFCheckpoint) else "safetensors" for c in (a, b)])
+                       formats=[a.format, b.format])
     sa, sb, r.unmapped = _sides(a, b)
     for side in (sa, sb):
-        if side.is_mapped and isinstance(side.ckpt, GGUFCheckpoint):
-            r.architecture = side.ckpt.header.architecture
+        if side.mapped_file is not None:
+            r.architecture = side.mapped_file.header.architecture
             r.names_mapped = sum(1 for shown, name in side.own.items() if shown != name)
             r.unpermuted = sorted(shown for shown, t in side.mapped.items() if t.op in ("q", "k"))
             r.left_in_gguf_order = dict(sorted(side.left.items()))
@@ -790,4 +774,4 @@ def _diff_gguf(a: AnyCheckpoint, b: AnyCheckpoint, mode: str, values: bool, rtol
 
 
 def _side_stream(side: _Side) -> _Stream:
-    return _Stream(side.ckpt, list(side.own), side.own, side.mapped)
+    return _Stream(side.ckpt, list(side.own), side.own, side.mapped, side.mapped_file)

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, cast
@@ -185,7 +186,7 @@ def identify(
     """The structural ID, and with ``content``/``per_tensor`` the hashes from one pass over the data."""
     if isinstance(ckpt, GGUFCheckpoint):
         return _identify_gguf(ckpt, content, per_tensor, canonical, progress)
-    if not isinstance(ckpt, Checkpoint):
+    if isinstance(ckpt, (str, os.PathLike)):
         # a GGUF's header is all the structural ID needs; hashing its data needs a sound layout
         with open_checkpoint(ckpt, gguf=True, gguf_layout=content or per_tensor) as opened:
             return identify(opened, content, per_tensor, canonical, progress)

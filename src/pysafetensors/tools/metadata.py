@@ -45,7 +45,7 @@ from ..format.header import N_LEN, Header, encode_header
 from ..format.json_compat import KeyedObject
 from ..io.redact import redact_url
 from ..io.registry import url_scheme
-from ..io.regular import is_stream
+from ..io.regular import is_stream, open_regular
 from ..io.targets import open_sink
 from ._base import JsonResult, Progress, no_progress
 from .checkpoint import Checkpoint, MetadataDisagreement, ShardMetadata, is_sharded_path, open_checkpoint
@@ -119,7 +119,7 @@ def load_json_metadata(path: str) -> dict[str, str]:
 
 def read_metadata(ckpt: Checkpoint | str, key: str | None = None, storage_options: Any = None) -> MetadataResult:
     """The checkpoint's metadata (or one key's value: MetadataKeyNotFound when absent)."""
-    if not isinstance(ckpt, Checkpoint):
+    if isinstance(ckpt, (str, os.PathLike)):
         with open_checkpoint(ckpt, storage_options) as opened:
             return read_metadata(opened, key)
     meta = ckpt.metadata
@@ -220,7 +220,7 @@ def _write_in_place(path: str, old: bytes, new: bytes) -> None:
         return
     lo, hi = span
     padded = new + b" " * (len(old) - len(new))
-    fd = os.open(path, os.O_RDWR | getattr(os, "O_CLOEXEC", 0))
+    fd = open_regular(path, write=True)
     try:
         # Re-check under our descriptor that the header is still what we parsed.
         current = os.pread(fd, N_LEN + len(old), 0)

@@ -15,8 +15,7 @@ import itertools
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, NamedTuple
 
-from ..gguf.reader import DecodedBytes
-from .checkpoint import RangedBytes, TensorBytes, ValueTensor
+from .checkpoint import ReadOnSlice, TensorBytes, ValueTensor
 
 # A tensor without a memory map (HTTP, fsspec) up to this size is read once and held while its
 # numbers are computed; a larger one is streamed by each computation in turn.  Read at call
@@ -31,22 +30,14 @@ def hold(data: TensorBytes) -> TensorBytes:
     """``data``, read into memory once when it comes over the network (no memory map) and is at
     most HOLD_CAP bytes, so several computations share one read; a view is returned as it is.
     A GGUF tensor keeps its stored (quantized) bytes and decodes them as each computation asks."""
-    if isinstance(data, RangedBytes) and len(data) <= HOLD_CAP:
-        return data[0 : len(data)]
-    if isinstance(data, DecodedBytes) and data.stored is None and not data.file.views:
-        stored = data.info.nbytes
-        if stored is not None and stored <= HOLD_CAP:
-            data.stored = data.file.stored(data.info.name)  # a fresh DecodedBytes: ours to fill
-    return data
+    return data.held(HOLD_CAP) if isinstance(data, ReadOnSlice) else data
 
 
 def resident(data: TensorBytes, mapped: bool) -> int:
     """Bytes of memory ``data`` keeps while it waits: none for bytes read only when sliced
     (ranged reads, GGUF values not yet fetched) or for views of a ``mapped`` local file."""
-    if isinstance(data, RangedBytes):
-        return 0
-    if isinstance(data, DecodedBytes):
-        return 0 if data.stored is None or data.file.views else len(data.stored)
+    if isinstance(data, ReadOnSlice):
+        return data.resident()
     if mapped and isinstance(data, memoryview):
         return 0
     return len(data)

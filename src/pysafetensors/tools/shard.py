@@ -30,7 +30,7 @@ from ..io.targets import is_url_target, open_directory
 from ..sharded import write_sharded
 from ..writer import WriteItem
 from ._base import Bar, JsonResult, Progress, no_progress
-from .checkpoint import Checkpoint, RangedBytes, TensorBytes, open_checkpoint
+from .checkpoint import Checkpoint, ReadOnSlice, TensorBytes, open_checkpoint
 
 
 @dataclass
@@ -75,7 +75,7 @@ class _ReadAhead:
             self._stream = self._ckpt.stream(self._order[i:])
         info, data = next(self._stream)
         self._expected = i + 1
-        if isinstance(data, RangedBytes):  # larger than a read-ahead window: one read of its own
+        if isinstance(data, ReadOnSlice):  # larger than a read-ahead window: one read of its own
             return self._ckpt.read(info.name)
         return data
 

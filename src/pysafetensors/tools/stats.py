@@ -17,8 +17,8 @@ memory.
 
 from __future__ import annotations
 
-import dataclasses
 import math
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -27,9 +27,6 @@ from ._base import JsonResult, Progress, no_progress
 from ._chunks import iter_chunks
 from .checkpoint import (
     AnyCheckpoint,
-    Checkpoint,
-    GGUFCheckpoint,
-    GGUFTensor,
     TensorAccess,
     TensorBytes,
     ValueTensor,
@@ -146,41 +143,33 @@ class RunningStats:
 
 
 def stats_of(info: ValueTensor, data: TensorBytes, bar: Any = None) -> TensorStats:
-    """The statistics of one tensor's bytes, chunk by chunk."""
+    """The statistics of one tensor's bytes, chunk by chunk; the tensor is described by its stored
+    type (a GGUF tensor's GGML type, not the dtype its values read as)."""
     acc = RunningStats()
     for chunk in iter_chunks(data, info.dtype, info.nelements):
         acc.add(chunk, info.dtype.kind)
         if bar is not None:
             bar.update(chunk.size * info.dtype.bits // 8)
     return TensorStats(
-        info.name, info.dtype.code, list(info.shape), info.nelements, acc.lo, acc.hi,
+        info.name, info.type, list(info.shape), info.nelements, acc.lo, acc.hi,
         acc.result_mean(), acc.result_std(), acc.nan, acc.inf, acc.zeros,
     )
 
 
 def tensor_stats(ckpt: TensorAccess, name: str) -> TensorStats:
     """One tensor's statistics, reading only that tensor's bytes."""
-    t = ckpt.info(name)
-    result = stats_of(t, ckpt.data(name))
-    # A GGUF tensor (from a GGUFCheckpoint, or held by the viewer) is described by its GGML type.
-    return dataclasses.replace(result, dtype=t.type) if isinstance(t, GGUFTensor) else result
+    return stats_of(ckpt.info(name), ckpt.data(name))
 
 
 def file_stats(
     ckpt: AnyCheckpoint | str, patterns: Sequence[str] | None = None, progress: Progress = no_progress
 ) -> StatsResult:
     """Statistics for every tensor ``patterns`` select, in file order (remote inputs read ahead)."""
-    if isinstance(ckpt, GGUFCheckpoint):
-        chosen_gguf = [t for t in ckpt.tensors if matches(t.name, patterns)]
-        total = sum(t.dtype.nbytes(t.nelements) for t in chosen_gguf)  # the values the bar counts
-        with progress(total, "stats") as bar:
-            out = [dataclasses.replace(stats_of(t, data, bar), dtype=t.type)
-                   for t, data in ckpt.stream([t.name for t in chosen_gguf])]
-        return StatsResult(ckpt.path, out, list(patterns) if patterns else None)
-    if not isinstance(ckpt, Checkpoint):
+    if isinstance(ckpt, (str, os.PathLike)):
         with open_checkpoint(ckpt, gguf=True) as opened:
             return file_stats(opened, patterns, progress)
     chosen = [t for t in ckpt.tensors if matches(t.name, patterns)]
-    with progress(sum(t.nbytes for t in chosen), "stats") as bar:
+    # the bar counts the values read (a GGUF tensor's dequantized, not its stored bytes)
+    with progress(sum(t.dtype.nbytes(t.nelements) for t in chosen), "stats") as bar:
         out = [stats_of(info, data, bar) for info, data in ckpt.stream([t.name for t in chosen])]
     return StatsResult(ckpt.path, out, list(patterns) if patterns else None)

@@ -14,9 +14,10 @@ every tensor's dims in GGUF's order and the typed metadata, values in full.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from itertools import repeat
+from itertools import compress, repeat
 from math import prod
 from operator import attrgetter, itemgetter, sub
 from typing import Any, TypeVar
@@ -34,7 +35,7 @@ from .checkpoint import (
     matches,
     open_checkpoint,
 )
-from .tree import TreeNode, prefix_groups, tree_nodes
+from .tree import PrefixGroups, TreeNode, prefix_groups, tree_nodes
 
 MODELSPEC_PREFIX = "modelspec."
 #: how a GGUF metadata value is shown (``inspect``'s text and the viewer): an array's first
@@ -76,6 +77,9 @@ class Summary(JsonResult):
     # The numbered groups that repeat one block (tools.blocks); None where not computed (the
     # viewer's first answer, which sends them with the tensors).
     repeated_blocks: list[RepeatedBlock] | None = None
+    # The selected tensors' grouping and columns the blocks and tree were made from (None where
+    # neither was): what ``inspect`` draws its tree from, node objects made only for what it shows.
+    _groups: tuple[PrefixGroups, TensorColumns] | None = field(default=None, repr=False, compare=False)
 
 
 @dataclass
@@ -167,16 +171,19 @@ def _summary(cls: type[_S], ckpt: Checkpoint | GGUFCheckpoint, columns: TensorCo
     columns only); ``fields`` give the rest.  ``blocks``: find the repeated blocks (else None)."""
     found: list[RepeatedBlock] | None = None
     root = None
+    grouped = None
     if blocks or tree:
         groups = prefix_groups(columns.name, columns.parameters, columns.nbytes)
+        grouped = (groups, columns)
         found = reported(find_blocks(groups, columns.name, columns.dtype, columns.shape)) if blocks else None
         if tree:
             root = tree_nodes(groups, columns.name, columns.dtype, columns.shape, columns.parameters, columns.nbytes)
+    # Per dtype, a pass in C over the columns for each of the (few) dtypes, not a Python loop per tensor.
     by_dtype: dict[str, int] = {}
     bytes_by: dict[str, int] = {}
-    for dtype, params, nbytes in zip(columns.dtype, columns.parameters, columns.nbytes):
-        by_dtype[dtype] = by_dtype.get(dtype, 0) + params
-        bytes_by[dtype] = bytes_by.get(dtype, 0) + nbytes
+    for dtype in set(columns.dtype):
+        by_dtype[dtype] = sum(compress(columns.parameters, map(dtype.__eq__, columns.dtype)))
+        bytes_by[dtype] = sum(compress(columns.nbytes, map(dtype.__eq__, columns.dtype)))
     return cls(
         path=ckpt.path,
         file_size=ckpt.file_size,
@@ -190,25 +197,28 @@ def _summary(cls: type[_S], ckpt: Checkpoint | GGUFCheckpoint, columns: TensorCo
         total_tensor_count=ckpt.tensor_count,
         tree=root,
         repeated_blocks=found,
+        _groups=grouped,
         **fields,
     )
 
 
 def summarize(
-    ckpt: AnyCheckpoint | str, patterns: Sequence[str] | None = None, tree: bool = False
+    ckpt: AnyCheckpoint | str, patterns: Sequence[str] | None = None, tree: bool = False, *, rows: bool = True
 ) -> Summary:
     """Everything ``inspect`` shows; counts cover the tensors ``patterns`` select.
 
     ``ckpt`` is an open :class:`Checkpoint` or :class:`GGUFCheckpoint` (left open), or anything
-    :func:`open_checkpoint` takes (a GGUF file gives a :class:`GGUFSummary`).
+    :func:`open_checkpoint` takes (a GGUF file gives a :class:`GGUFSummary`).  ``rows=False``
+    leaves ``tensors`` empty (no row object per tensor: what ``inspect`` does without
+    ``--tensors``); every other field is the same.
     """
     if isinstance(ckpt, GGUFCheckpoint):
         return _summarize_gguf(ckpt, patterns, tree)
-    if not isinstance(ckpt, Checkpoint):
+    if isinstance(ckpt, (str, os.PathLike)):
         with open_checkpoint(ckpt, gguf=True) as opened:
-            return summarize(opened, patterns, tree)
+            return summarize(opened, patterns, tree, rows=rows)
     columns = tensor_columns(ckpt, patterns)
-    return _summarize(ckpt, columns, columns.rows(), patterns, tree)
+    return _summarize(ckpt, columns, columns.rows() if rows else [], patterns, tree)
 
 
 def summarize_columns(ckpt: Checkpoint, patterns: Sequence[str] | None = None) -> tuple[Summary, TensorColumns]:

@@ -22,30 +22,40 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from itertools import filterfalse
 from typing import Any, Protocol
 
 from ..format._gcpause import paused_gc
+from ..format.header import TensorInfo
 from ._base import JsonResult
 
 MAX_DEPTH = 64
 
 
-class TensorLike(Protocol):
-    """What a tree needs of a tensor: a TensorRow (``dtype`` a code, ``parameters``) or a
-    TensorInfo (``dtype`` a DType, ``nelements``)."""
+class TensorRowLike(Protocol):
+    """What a tree needs of a tensor row (a TensorRow): ``dtype`` a code, ``parameters``."""
 
     @property
     def name(self) -> str: ...
     @property
+    def dtype(self) -> str: ...
+    @property
     def shape(self) -> Sequence[int]: ...
     @property
     def nbytes(self) -> int: ...
+    @property
+    def parameters(self) -> int: ...
 
 
-def _facts(row: Any) -> tuple[str, int]:
-    dtype = getattr(row.dtype, "code", row.dtype)
-    params = row.parameters if hasattr(row, "parameters") else row.nelements
-    return str(dtype), int(params)
+#: a row, or a header entry (``dtype`` a DType, ``nelements``)
+TensorLike = TensorRowLike | TensorInfo
+
+
+def _facts(row: TensorLike) -> tuple[str, int]:
+    """A tensor's dtype code and parameter count."""
+    if isinstance(row, TensorInfo):
+        return row.dtype.code, row.nelements
+    return row.dtype, row.parameters
 
 
 @dataclass
@@ -100,16 +110,51 @@ def natural_order(names: Sequence[str]) -> list[int]:
     """The positions of ``names`` in natural order: compared part by part (:func:`split_name`),
     each part by :func:`natural_key`.  A prefix of parts sorts first, and all the names under
     one group are neighbours, as the tree needs.
+    """
+    return _natural_order(names)[0]
 
-    Each distinct part is ranked once; a name's key is then a tuple of small integers, so a
-    100,000-name sort compares integers, not strings.
+
+#: a part of ASCII digits only, short enough to rank by its value as an ``int``
+_NUMBER = re.compile("[0-9]{1,18}")
+_PADDED = re.compile("^0.", re.MULTILINE)
+
+
+def _part_ranks(distinct: set[str]) -> dict[str, int]:
+    """Each part's rank in :func:`natural_key` order.
+
+    The order is natural_key's own, made cheap for the parts names are mostly made of: a part of
+    ASCII digits only has the key ``((0, value's length, value's digits, part),)``, the order of
+    ``(int(part), part)``; a part without an ASCII digit has ``((1, part),)``, the order of the
+    part itself; and every digit-only key is below every such text key.  Those two kinds are
+    sorted by those flat keys, and the final sort by natural_key only merges the few other
+    parts in (its runs are already in order, so it compares each part about once).
+    """
+    numbers = list(filter(_NUMBER.fullmatch, distinct))
+    others = distinct.difference(numbers)
+    words = list(filterfalse(_DIGITS.search, others))
+    mixed = list(filter(_DIGITS.search, others))
+    if _PADDED.search("\n".join(numbers)):  # equal values (leading zeros): ties by the part,
+        numbers.sort()  # which the sort by value below keeps
+    numbers.sort(key=int)
+    words.sort()  # "" (the key ()) first: it is a prefix of every other part
+    ordered = numbers + words if not words or words[0] else ["", *numbers, *words[1:]]
+    if mixed:
+        ordered += mixed
+        ordered.sort(key=natural_key)
+    return dict(zip(ordered, range(len(ordered))))
+
+
+def _natural_order(names: Sequence[str]) -> tuple[list[int], list[list[str]]]:
+    """:func:`natural_order` of ``names``, and each name's parts (:func:`split_name`).
+
+    Each distinct part is ranked once (:func:`_part_ranks`); a name's key is then a tuple of
+    small integers, so a 100,000-name sort compares integers, not strings.
     """
     parts = [n.split(".", MAX_DEPTH - 1) for n in names]
-    distinct = set().union(*parts) if parts else set()
-    rank = {p: r for r, p in enumerate(sorted(distinct, key=natural_key))}
+    rank = _part_ranks(set().union(*parts))
     get = rank.__getitem__
     keys = [tuple(map(get, p)) for p in parts]
-    return sorted(range(len(names)), key=keys.__getitem__)
+    return sorted(range(len(names)), key=keys.__getitem__), parts
 
 
 @dataclass
@@ -142,9 +187,7 @@ def prefix_groups(names: Sequence[str], parameters: Sequence[int], nbytes: Seque
     are neighbours (all the names whose parts begin ``a``, ``b``, and only they, are under group
     ``a`` / ``b``): the groups
     of the previous name are kept on a stack, and a group's totals are added to its parent's
-    when the stack leaves it.  A name whose text up to its last dot is the previous name's joins
-    the same group without being split.  A tensor's label is its name after its group's path
-    and a dot.
+    when the stack leaves it.  A tensor's label is its name after its group's path and a dot.
     """
     nodes: list[int] = []
     label, params, count, size, end = [""], [0], [0], [0], [0]
@@ -153,43 +196,38 @@ def prefix_groups(names: Sequence[str], parameters: Sequence[int], nbytes: Seque
     top = 0
     # The totals of the tensors added to ``top`` since they were last added to its lists.
     p_acc = n_acc = b_acc = 0
-    last = None  # the previous name up to and including its last dot
-    for i in natural_order(names):
-        name = names[i]
-        head, dot, _ = name.rpartition(".")
-        here = head + dot
-        if here != last:
-            last = here
-            parts = name.split(".", MAX_DEPTH - 1)
-            del parts[-1]  # the group labels
-            if parts != path:
-                params[top] += p_acc
-                count[top] += n_acc
-                size[top] += b_acc
-                p_acc = n_acc = b_acc = 0
-                shared = min(len(parts), len(path))
-                keep = 0
-                while keep < shared and parts[keep] == path[keep]:
-                    keep += 1
-                while len(path) > keep:
-                    done = stack.pop()
-                    path.pop()
-                    end[done] = len(nodes)
-                    up = stack[-1]
-                    params[up] += params[done]
-                    count[up] += count[done]
-                    size[up] += size[done]
-                for part in parts[keep:]:
-                    g = len(label)
-                    label.append(part)
-                    params.append(0)
-                    count.append(0)
-                    size.append(0)
-                    end.append(0)
-                    nodes.append(-1 - g)
-                    stack.append(g)
-                    path.append(part)
-                top = stack[-1]
+    order, split = _natural_order(names)
+    for i in order:
+        parts = split[i]
+        del parts[-1]  # the group labels (the list is this call's own)
+        if parts != path:
+            params[top] += p_acc
+            count[top] += n_acc
+            size[top] += b_acc
+            p_acc = n_acc = b_acc = 0
+            shared = min(len(parts), len(path))
+            keep = 0
+            while keep < shared and parts[keep] == path[keep]:
+                keep += 1
+            while len(path) > keep:
+                done = stack.pop()
+                path.pop()
+                end[done] = len(nodes)
+                up = stack[-1]
+                params[up] += params[done]
+                count[up] += count[done]
+                size[up] += size[done]
+            for part in parts[keep:]:
+                g = len(label)
+                label.append(part)
+                params.append(0)
+                count.append(0)
+                size.append(0)
+                end.append(0)
+                nodes.append(-1 - g)
+                stack.append(g)
+                path.append(part)
+            top = stack[-1]
         p_acc += parameters[i]
         n_acc += 1
         b_acc += nbytes[i]

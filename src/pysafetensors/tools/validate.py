@@ -1,7 +1,8 @@
 """Validate a safetensors file or a sharded checkpoint, reporting every problem, not just the first.
 
-A file's header goes through ``format.check_header``, the same rule set ``parse_header``
-raises the first problem of, so ``validate`` and the reader cannot disagree on a verdict.
+A file's header goes through ``format.validate_header``: the rule set ``parse_header`` raises
+the first problem of (``check_header``), so ``validate`` and the reader cannot disagree on a
+verdict, and the header is parsed once (a well-formed one by the reader's fast path).
 A sharded checkpoint is checked shard by shard, then against its index.
 """
 
@@ -12,17 +13,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import HeaderError, SourceError
-from ..format.header import Header, parse_header
+from ..format.header import Header, validate_header
 from ..format.index import check_shard
-from ..format.rules import check_header
 from ..gguf.check import validate_gguf
-from ..gguf.header import is_gguf
-from ..gguf.split import PartOpener, check_split_set, sibling, split_count
-from ..io.registry import open_source
+from ..gguf.split import PartOpener, check_split_set, split_count
+from ..io.locate import find_in_directory, is_index_name, is_sharded_path, locate
+from ..io.protocols import ByteSource
 from ..reader import read_header_bytes
-from ..sharded import find_in_directory, is_index_name, open_index
-from ._pipes import stream_source
-from .checkpoint import is_sharded_path
+from ..sharded import open_index
 
 
 @dataclass
@@ -47,19 +45,21 @@ class ValidateResult:
     _header: Header | None = field(default=None, repr=False)  # the parsed header when valid (not rendered)
 
 
-def validate(path: str, storage_options: Mapping[str, Any] | None = None) -> ValidateResult:
+def validate(path: str, storage_options: Mapping[str, Any] | None = None, *,
+             max_input_size: int | None = None) -> ValidateResult:
     """Validate a safetensors or GGUF file, or a sharded checkpoint (index JSON or directory)
-    shard by shard.  ``storage_options`` go to remote sources (for HTTP: ``timeout``...).
+    shard by shard.  ``storage_options`` go to remote sources (for HTTP: ``timeout``...);
+    ``max_input_size`` caps what is copied of a stream.
 
     Raises OSError only when the input cannot be read at all, and SafetensorError for an
     index that cannot be checked (bad JSON, unsafe shard names).
     """
     if is_sharded_path(path):
         return validate_sharded(path, storage_options)
-    return validate_file(path, storage_options)
+    return validate_file(path, storage_options, max_input_size=max_input_size)
 
 
-def _validate_gguf(path: str, source: Any, open_part: PartOpener | None = None) -> ValidateResult:
+def _validate_gguf(path: str, source: ByteSource, open_part: PartOpener | None = None) -> ValidateResult:
     """A GGUF file (its magic first): :func:`pysafetensors.gguf.check.validate_gguf`'s problems;
     a file of a split set checks the whole set (:func:`pysafetensors.gguf.split.check_split_set`)."""
 
@@ -83,45 +83,44 @@ def _validate_gguf(path: str, source: Any, open_part: PartOpener | None = None) 
     return r
 
 
-def validate_file(path: str, storage_options: Mapping[str, Any] | None = None) -> ValidateResult:
+def validate_file(path: str, storage_options: Mapping[str, Any] | None = None, *,
+                  max_input_size: int | None = None) -> ValidateResult:
     """Validate one file: a local path or a URL (only its header is read), or a pipe
-    (``/dev/stdin``, read into memory up to what its header declares, as every tool reads one);
-    a GGUF file (by its magic) is checked by :func:`pysafetensors.gguf.check.validate_gguf`."""
+    (``/dev/stdin``, copied up to what its header declares, at most ``max_input_size`` bytes, as
+    every tool reads one: :func:`pysafetensors.io.locate.locate`); a GGUF file (by its magic) is
+    checked by :func:`pysafetensors.gguf.check.validate_gguf`."""
     try:
-        stream = stream_source(path)
+        found = locate(path, storage_options, max_input_size=max_input_size)
     except SourceError as e:
-        if getattr(e, "code", None) != "header_too_small":
+        if e.code != "header_too_small":
             raise
         # A FIFO or device that ended before 8 bytes: the problem a file as short has, in words
         # that say what the input is.
-        short = ValidateResult(path, False, getattr(e, "size", 0))
+        short = ValidateResult(path, False, e.size or 0)
         short.problems.append(Problem("header_too_small", str(e).removeprefix(f"{path}: ")))
         return short
-    source = stream if stream is not None else open_source(path, "pread", storage_options)
+    if found.index:
+        return validate_sharded(found.location, storage_options)
+    source = found.take_source()
     try:
         size = source.size
-        magic = bytearray(min(4, size))
-        if magic:
-            source.read_into(0, memoryview(magic))
-        if is_gguf(bytes(magic)):
-            siblings = None if stream is not None else (lambda name: open_source(sibling(path, name), "pread",
-                                                                                   storage_options))
-            return _validate_gguf(path, source, siblings)
+        if found.format == "gguf":
+            return _validate_gguf(path, source, found.sibling_opener())
         r = ValidateResult(path, True, size)
         try:
             header = read_header_bytes(source)
         except HeaderError as e:  # the length prefix: nothing after it can be checked
-            r.header_size = getattr(e, "header_size", None)
-            r.problems.append(Problem(getattr(e, "code", type(e).__name__), _message(e)))
+            r.header_size = e.header_size
+            r.problems.append(Problem(e.code or type(e).__name__, _message(e)))
             r.valid = False
             return r
     finally:
         source.close()
     r.header_size = len(header)
-    for p in check_header(header, size):
+    problems, r._header = validate_header(header, size)  # the rules parse_header raises the first of
+    for p in problems:
         (r.warnings if p.warning else r.problems).append(Problem(p.code, p.message, p.tensor, p.data_offsets))
-    if not r.problems:
-        r._header = parse_header(header, size)  # cannot fail: the same rules found nothing
+    if r._header is not None:
         r.tensor_count = len(r._header.tensors)
     r.valid = not r.problems
     return r

@@ -60,7 +60,6 @@ from ..tools.blocks import RepeatedBlock, find_blocks, index_ranges
 from ..tools.checkpoint import (
     AnyCheckpoint,
     GGUFCheckpoint,
-    GGUFTensor,
     TensorAccess,
     TensorBytes,
     ValueTensor,
@@ -209,7 +208,8 @@ def _summary_fields(s: Summary) -> tuple[dict[str, Any], list[Any]]:
     """The summary without its per-tensor rows and metadata (sent as columns and pairs), and the rows."""
     skip = {"tensors", "tree", "metadata", "modelspec", "filter", "total_tensor_count", "gguf_metadata",
             "repeated_blocks"}
-    fields = {f.name: to_jsonable(getattr(s, f.name)) for f in dataclasses.fields(s) if f.name not in skip}
+    fields = {f.name: to_jsonable(getattr(s, f.name)) for f in dataclasses.fields(s)
+              if f.name not in skip and not f.name.startswith("_")}  # private fields are never sent
     return fields, s.tensors
 
 
@@ -290,7 +290,7 @@ def gguf_document(ckpt: GGUFCheckpoint, tensors: bool = True) -> dict[str, Any]:
 
 def _values_nbytes(t: Any) -> int:
     # What the progress bar counts: a GGUF tensor's values (dequantized), else the stored bytes.
-    return int(t.dtype.nbytes(t.nelements)) if isinstance(t, GGUFTensor) else int(t.nbytes)
+    return int(t.dtype.nbytes(t.nelements))
 
 
 def _stats_entry(info: ValueTensor, data: TensorBytes, bar: Any) -> dict[str, Any]:
@@ -298,8 +298,6 @@ def _stats_entry(info: ValueTensor, data: TensorBytes, bar: Any) -> dict[str, An
     ``{"name", "error"}`` for a GGUF tensor whose type cannot be read (the GGUF front's message)."""
     try:
         stats = stats_of(info, data, bar)
-        if isinstance(info, GGUFTensor):
-            stats = dataclasses.replace(stats, dtype=info.type)
         hist = histogram(_Held(info, data), info.name, HISTOGRAM_BINS).to_dict()
     except GGUFUnsupported as e:
         bar.update(_values_nbytes(info))
@@ -343,9 +341,7 @@ def _short_diff(diff: dict[str, Any]) -> dict[str, Any]:
 
 def _diff_names(a: AnyCheckpoint, b: AnyCheckpoint) -> list[list[str] | None]:
     """Per input, its tensors' names as the diff shows them (in the tensor columns' order), or
-    None where they are the names themselves."""
-    if not (isinstance(a, GGUFCheckpoint) or isinstance(b, GGUFCheckpoint)):
-        return [None, None]
+    None where they are the names themselves (a GGUF's names mapped to a safetensors side's)."""
     from ..tools.diff import shown_names
     out: list[list[str] | None] = []
     for ckpt, shown in zip((a, b), shown_names(a, b)):

@@ -17,7 +17,7 @@ import os
 from html import escape
 from typing import Any
 
-from ..io.sinks import AtomicFileSink
+from ..io.targets import StorageOptions, open_sink
 from ..tools import Progress, no_progress
 from .data import ViewSession
 from .server import static_bytes
@@ -59,25 +59,30 @@ def render_report(data: Any, title: str) -> str:
     return page.replace("</body>", data_block + f"<script>{js}</script>\n</body>", 1)
 
 
-def write_report(data: Any, path: str | os.PathLike[str], title: str) -> int:
-    """Write the report atomically (temp file + rename); returns its size in bytes."""
+def write_report(data: Any, path: str | os.PathLike[str], title: str, storage_options: StorageOptions = None) -> int:
+    """Write the report all or nothing through the sink every writer uses (:func:`open_sink`):
+    a path (temp file + rename) or an fsspec URL (``s3://``, ``memory://``...: streamed, published
+    on commit, with ``storage_options``); an ``http(s)://`` target raises UnwritableTarget.
+    Returns the report's size in bytes."""
     body = render_report(data, title).encode("utf-8")
-    with AtomicFileSink(path) as sink:
+    with open_sink(path, storage_options=storage_options) as sink:
         sink.write([body])
     return len(body)
 
 
 def export_report(
-    session: ViewSession, path: str | os.PathLike[str], with_stats: bool = False, progress: Progress = no_progress
+    session: ViewSession, path: str | os.PathLike[str], with_stats: bool = False, progress: Progress = no_progress,
+    storage_options: StorageOptions = None,
 ) -> int:
-    """The session's checkpoint(s) as one HTML file at ``path``; returns its size in bytes.
+    """The session's checkpoint(s) as one HTML file at ``path`` (a path or an fsspec URL, see
+    :func:`write_report`); returns its size in bytes.
 
     ``with_stats`` adds every tensor's stats and histogram (streaming each input once) and, for
     two inputs, the ``diff --values`` numbers.
     """
     data = session.document(with_stats=with_stats, progress=progress)
     title = " vs ".join(inp["label"] for inp in data["inputs"])
-    return write_report(data, path, title)
+    return write_report(data, path, title, storage_options)
 
 
 __all__ = ["embed_json", "export_report", "render_report", "write_report"]
