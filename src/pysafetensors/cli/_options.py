@@ -170,6 +170,19 @@ def common_options() -> argparse.ArgumentParser:
     return p
 
 
+INPUT_HELP = "a .safetensors or .gguf file, an index JSON, a checkpoint directory, a URL or a pipe"
+
+
+def command_parser(subparsers: Any, name: str, *, help: str, description: str, epilog: str) -> argparse.ArgumentParser:
+    """Register subcommand ``name`` with the common options and its examples (``epilog``) kept as
+    written: every command's parser starts here, so ``--help`` looks the same everywhere."""
+    parser: argparse.ArgumentParser = subparsers.add_parser(
+        name, parents=[common_options()], help=help, description=description, epilog=epilog,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    return parser
+
+
 def add_remote_options(p: Any, default: Any = None) -> None:
     """``--timeout``, ``-H``, ``-o``, ``--max-input-size`` on ``p`` (a parser or an argument group).
 

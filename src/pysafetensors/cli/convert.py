@@ -25,7 +25,7 @@ from ..gguf.convert import DTYPES
 from ..tools.convert import GGUFConversionResult, convert_checkpoint
 from ..tools.metadata import parse_assignments
 from ._common import escape_json_controls, first_names, gguf_order_warning, plural, progress_factory, terminal_safe
-from ._options import common_options, report_error
+from ._options import command_parser, report_error
 
 HELP = ("convert a PyTorch checkpoint (.pt/.bin/.pth, zip or legacy), .npy/.npz or a GGUF file to safetensors, "
         "running no pickle code")
@@ -41,10 +41,8 @@ examples:
 
 def add_parser(subparsers: Any) -> None:
     """Register the ``convert`` subcommand."""
-    p = subparsers.add_parser("convert", parents=[common_options()],
-                              help="convert a checkpoint (pickle, npz, GGUF) to safetensors",
-                              description=HELP[0].upper() + HELP[1:] + ".", epilog=EXAMPLES,
-                              formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = command_parser(subparsers, "convert", help="convert a checkpoint (pickle, npz, GGUF) to safetensors",
+                       description=HELP[0].upper() + HELP[1:] + ".", epilog=EXAMPLES)
     p.add_argument("input", metavar="IN", help="checkpoint or numpy file to convert (or a pipe: /dev/stdin)")
     p.add_argument("output", metavar="OUT", help="safetensors file to write (replaced atomically)")
     p.add_argument("--key", help="convert only this dotted subtree, e.g. state_dict or model.encoder")

@@ -199,12 +199,12 @@ examples:
 
 
 def add_parser(subparsers: Any) -> None:
-    from ._options import common_options
+    from ._options import command_parser
 
-    p = subparsers.add_parser(
-        "diff", parents=[common_options()], help="compare two checkpoints (exit 1 if different)",
+    p = command_parser(
+        subparsers, "diff", help="compare two checkpoints (exit 1 if different)",
         description="Compare two checkpoints: tensors added, removed or changed, metadata, and tensor bytes or values.",
-        epilog=_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=_EPILOG,
     )
     p.add_argument("a", metavar="A", help="the first checkpoint: file, URL, index JSON, directory or pipe")
     p.add_argument("b", metavar="B", help="the second checkpoint, compared with A")

@@ -41,15 +41,15 @@ examples:
 
 
 def add_parser(subparsers: Any) -> None:
-    from ._options import common_options
+    from ._options import INPUT_HELP, command_parser
 
-    p = subparsers.add_parser(
-        "id", parents=[common_options()], help="structural ID (weight-inspect) and content hashes",
+    p = command_parser(
+        subparsers, "id", help="structural ID (weight-inspect) and content hashes",
         description="Print the structural ID (weight-inspect's: names, dtypes, shapes and metadata, never the "
                     "values; reads the header only) and, with --content/--tensors, hashes of the tensor data.",
-        epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=EXAMPLES,
     )
-    p.add_argument("file", help="a .safetensors or .gguf file, an index JSON, a checkpoint directory, a URL or a pipe")
+    p.add_argument("file", help=INPUT_HELP)
     p.add_argument("--content", action="store_true",
                    help="also hash the tensor data: every byte after the header (ModelSpec hash_sha256, 0x...)")
     p.add_argument("--tensors", action="store_true", help="also hash each tensor's bytes")

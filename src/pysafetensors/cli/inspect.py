@@ -300,15 +300,15 @@ examples:
 
 
 def add_parser(subparsers: Any) -> None:
-    from ._options import common_options
+    from ._options import INPUT_HELP, command_parser
 
-    p = subparsers.add_parser(
-        "inspect", parents=[common_options()], help="sizes, parameter counts, metadata, tensors",
+    p = command_parser(
+        subparsers, "inspect", help="sizes, parameter counts, metadata, tensors",
         description="Summarise a checkpoint from its header alone: file and header size, tensor count, parameters "
                     "per dtype, metadata, repeated blocks; with --tensors or --tree, the tensors themselves.",
-        epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=EXAMPLES,
     )
-    p.add_argument("file", help="a .safetensors or .gguf file, an index JSON, a checkpoint directory, a URL or a pipe")
+    p.add_argument("file", help=INPUT_HELP)
     p.add_argument("--tensors", action="store_true", help="list every tensor (name, dtype, shape, offsets, bytes)")
     p.add_argument("--tree", action="store_true",
                    help="group tensors by dotted prefix with per-subtree counts; a repeated block shown once")

@@ -38,13 +38,13 @@ examples:
 
 
 def add_parser(subparsers: Any) -> None:
-    from ._options import common_options
+    from ._options import command_parser
 
-    p = subparsers.add_parser(
-        "merge", parents=[common_options()], help="join a sharded checkpoint into one file",
+    p = command_parser(
+        subparsers, "merge", help="join a sharded checkpoint into one file",
         description="Join the shards an index names into one .safetensors file (tensors in the index's order, "
                     "the index's metadata kept), written all or nothing.",
-        epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=EXAMPLES,
     )
     p.add_argument("index", metavar="INDEX_OR_DIR",
                    help="a *.safetensors.index.json (path or URL) or the directory holding one")

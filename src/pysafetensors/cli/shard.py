@@ -44,13 +44,13 @@ examples:
 
 
 def add_parser(subparsers: Any) -> None:
-    from ._options import common_options
+    from ._options import command_parser
 
-    p = subparsers.add_parser(
-        "shard", parents=[common_options()], help="split into Hugging Face shards + index",
+    p = command_parser(
+        subparsers, "shard", help="split into Hugging Face shards + index",
         description="Split a checkpoint into Hugging Face shards (model-00001-of-0000N.safetensors) and write "
                     "model.safetensors.index.json, as transformers' save_pretrained does.",
-        epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=EXAMPLES,
     )
     p.add_argument("file", help="the checkpoint to split: file, URL, index JSON or directory")
     p.add_argument("outdir", help="directory, or a store URL prefix (s3://bucket/sharded/), to write into")

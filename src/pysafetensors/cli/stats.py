@@ -34,15 +34,15 @@ examples:
 
 
 def add_parser(subparsers: Any) -> None:
-    from ._options import common_options
+    from ._options import INPUT_HELP, command_parser
 
-    p = subparsers.add_parser(
-        "stats", parents=[common_options()], help="per-tensor min/max/mean/std, NaN/Inf/zero counts",
+    p = command_parser(
+        subparsers, "stats", help="per-tensor min/max/mean/std, NaN/Inf/zero counts",
         description="Read every tensor once (streamed, in chunks) and print its min, max, mean, standard deviation "
                     "and NaN, Inf and zero counts.",
-        epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=EXAMPLES,
     )
-    p.add_argument("file", help="a .safetensors or .gguf file, an index JSON, a checkpoint directory, a URL or a pipe")
+    p.add_argument("file", help=INPUT_HELP)
     p.add_argument("--filter", action="append", metavar="GLOB",
                    help="only tensors whose name matches (repeatable); none matching is exit 1")
 

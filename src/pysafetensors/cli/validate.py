@@ -53,16 +53,16 @@ examples:
 
 
 def add_parser(subparsers: Any) -> None:
-    from ._options import common_options
+    from ._options import INPUT_HELP, command_parser
 
-    p = subparsers.add_parser(
-        "validate", parents=[common_options()],
+    p = command_parser(
+        subparsers, "validate",
         help="check every format rule of a safetensors or GGUF file (exit 1 if invalid)",
         description="Check every rule of the format (header, dtypes, offsets, coverage of the data, an index's "
                     "shards) and list each problem and warning; exit 0 valid, 1 invalid, 2 unreadable.",
-        epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=EXAMPLES,
     )
-    p.add_argument("file", help="a .safetensors or .gguf file, an index JSON, a checkpoint directory, a URL or a pipe")
+    p.add_argument("file", help=INPUT_HELP)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -51,13 +51,13 @@ examples:
 
 
 def add_parser(subparsers: Any) -> None:
-    from ._options import common_options
+    from ._options import command_parser
 
-    p = subparsers.add_parser(
-        "view", parents=[common_options()],
+    p = command_parser(
+        subparsers, "view",
         help="show a checkpoint (or compare two) in the browser, or export an HTML report",
         description="Serve a page showing the checkpoint on 127.0.0.1 (Ctrl-C stops), or write it as one HTML file.",
-        epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=EXAMPLES,
     )
     p.add_argument("a", metavar="INPUT", help="file (.safetensors or .gguf), URL, index JSON or checkpoint directory")
     p.add_argument("b", metavar="INPUT2", nargs="?", help="a second checkpoint: the page shows their diff")
