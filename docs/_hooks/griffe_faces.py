@@ -61,9 +61,11 @@ class DeclaredFaces(griffe.Extension):
         options = {k.arg: ast.literal_eval(k.value) for k in call.keywords if k.arg and _literal(k.value)}
         if SRC not in sys.path:
             sys.path.insert(0, SRC)
-        from pysafetensors._face import declare
+        from pysafetensors import _face
 
-        functions = declare(mod.path, adapter=None, **options)  # type: ignore[arg-type]
+        # ``face=`` names one of _face's tuples (which loads take a device).
+        face = next((k.value.id for k in call.keywords if k.arg == "face" and isinstance(k.value, ast.Name)), "Face")
+        functions = _face.declare(mod.path, adapter=None, face=getattr(_face, face), **options)  # type: ignore[arg-type]
         for name, function in zip(names, functions, strict=True):
             signature = inspect.signature(function)
             returns = signature.return_annotation

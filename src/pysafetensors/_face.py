@@ -13,7 +13,7 @@ import os
 import types
 from collections.abc import Callable, Hashable, Mapping
 from types import ModuleType
-from typing import Any, Literal, NamedTuple, Protocol, cast, overload
+from typing import Any, NamedTuple, Protocol, TypeVar, cast
 
 from ._device import parse_device
 from .format._gcpause import paused_gc
@@ -116,7 +116,7 @@ class OnDeviceFace(NamedTuple):
     load_file: LoadFileOnDevice
 
 
-Devices = Literal["none", "load_file", "all"]
+FaceT = TypeVar("FaceT", Face, FileOnDeviceFace, OnDeviceFace)
 
 
 def _first_parameter_named(function: Callable[..., Any], name: str) -> Callable[..., Any]:
@@ -139,72 +139,25 @@ def _first_parameter_named(function: Callable[..., Any], name: str) -> Callable[
     return renamed
 
 
-@overload
 def declare(
     module: str,
     adapter: ModuleType,
     *,
     framework: str,
     what: str,
-    devices: Literal["none"] = ...,
-    argument: str = ...,
-    check: Callable[[Mapping[str, Any]], None] | None = ...,
-    storage_id: Callable[[Any], Hashable | None] | None = ...,
-    shard_format: str | None = ...,
-    docs: Mapping[str, str] | None = ...,
-) -> Face: ...
-
-
-@overload
-def declare(
-    module: str,
-    adapter: ModuleType,
-    *,
-    framework: str,
-    what: str,
-    devices: Literal["load_file"],
-    argument: str = ...,
-    check: Callable[[Mapping[str, Any]], None] | None = ...,
-    storage_id: Callable[[Any], Hashable | None] | None = ...,
-    shard_format: str | None = ...,
-    docs: Mapping[str, str] | None = ...,
-) -> FileOnDeviceFace: ...
-
-
-@overload
-def declare(
-    module: str,
-    adapter: ModuleType,
-    *,
-    framework: str,
-    what: str,
-    devices: Literal["all"],
-    argument: str = ...,
-    check: Callable[[Mapping[str, Any]], None] | None = ...,
-    storage_id: Callable[[Any], Hashable | None] | None = ...,
-    shard_format: str | None = ...,
-    docs: Mapping[str, str] | None = ...,
-) -> OnDeviceFace: ...
-
-
-def declare(
-    module: str,
-    adapter: ModuleType,
-    *,
-    framework: str,
-    what: str,
-    devices: Devices = "none",
+    face: type[FaceT],
     argument: str = "tensors",
     check: Callable[[Mapping[str, Any]], None] | None = None,
     storage_id: Callable[[Any], Hashable | None] | None = None,
     shard_format: str | None = None,
     docs: Mapping[str, str] | None = None,
-) -> Face | FileOnDeviceFace | OnDeviceFace:
+) -> FaceT:
     """The public functions of the face module ``module`` over ``adapter``.
 
     ``framework`` is the ``safe_open`` name loads go through; ``what`` names the tensors in
-    docstrings (``"jax arrays"``).  ``devices`` says which loads take upstream's ``device``
-    parameter: ``"load_file"`` (torch), ``"all"`` (paddle) or ``"none"`` (the CPU only).  ``argument`` is the name of the tensors' parameter.
+    docstrings (``"jax arrays"``).  ``face`` is the tuple to build, and says which loads take upstream's
+    ``device`` parameter: :class:`FileOnDeviceFace` (torch: ``load_file``), :class:`OnDeviceFace`
+    (paddle: both) or :class:`Face` (the CPU only).  ``argument`` is the name of the tensors' parameter.
     ``check(tensors)`` runs before anything is written (torch's shared-memory rules);
     ``storage_id(tensor)`` keeps tensors over one buffer in one shard (None: no buffer to
     share); ``shard_format`` is the ``format`` every shard's header records; ``docs``
@@ -284,7 +237,7 @@ def declare(
     ) -> dict[str, Any]:
         return load_file_on(filename, backend=backend, threads=threads, storage_options=storage_options)
 
-    on_device = {"load": devices == "all", "load_file": devices != "none"}
+    on_device = {"load": face is OnDeviceFace, "load_file": face is not Face}
 
     def where(function: str) -> str:
         return "on ``device``" if on_device[function] else "on the CPU"
@@ -323,8 +276,4 @@ def declare(
         function.__doc__ = (docs or {}).get(name, default_docs[name])
         functions[name] = paused_gc()(function)
     made = [cast(Any, functions[name]) for name in Face._fields]  # the three share the field order
-    if devices == "all":
-        return OnDeviceFace(*made)
-    if devices == "load_file":
-        return FileOnDeviceFace(*made)
-    return Face(*made)
+    return face(*made)

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from . import numpy  # noqa: F401 - upstream's module has it
 from ._adapters import mlx as _adapter
-from ._face import declare
+from ._face import Face, declare
 from .handle import safe_open  # noqa: F401 - upstream's module has it
 
 __all__ = ["load", "load_file", "save", "save_file", "save_sharded"]
 
 save, save_file, save_sharded, load, load_file = declare(
-    __name__, _adapter, framework="mlx", what="mlx arrays"
+    __name__, _adapter, framework="mlx", what="mlx arrays", face=Face
 )

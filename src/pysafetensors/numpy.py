@@ -15,7 +15,7 @@ import numpy as np
 
 from ._adapters import numpy as _adapter
 from ._api import TensorSpec, deserialize, serialize, serialize_file  # noqa: F401 - upstream's module has them
-from ._face import declare
+from ._face import Face, declare
 from .errors import UnknownDtype
 from .format.dtypes import by_code
 
@@ -46,6 +46,7 @@ save, save_file, save_sharded, load, load_file = declare(
     _adapter,
     framework="np",
     what="arrays",
+    face=Face,
     argument="tensor_dict",
     storage_id=_storage_id,
     docs={

@@ -12,11 +12,11 @@ from __future__ import annotations
 from . import numpy  # noqa: F401 - upstream's module has it
 from ._adapters import paddle as _adapter
 from ._api import TensorSpec, deserialize, serialize, serialize_file  # noqa: F401 - upstream's module has them
-from ._face import declare
+from ._face import OnDeviceFace, declare
 from .handle import safe_open  # noqa: F401 - upstream's module has it
 
 __all__ = ["load", "load_file", "save", "save_file", "save_sharded"]
 
 save, save_file, save_sharded, load, load_file = declare(
-    __name__, _adapter, framework="paddle", what="paddle tensors", devices="all"
+    __name__, _adapter, framework="paddle", what="paddle tensors", face=OnDeviceFace
 )

@@ -15,7 +15,7 @@ from typing import Any
 from ._adapters import torch as _adapter
 from ._api import TensorSpec, deserialize, serialize, serialize_file  # noqa: F401 - upstream's module has them
 from ._device import parse_device
-from ._face import declare
+from ._face import FileOnDeviceFace, declare
 from ._optional import require
 from .errors import UnknownDtype, UnsupportedDtype
 from .format.dtypes import by_code
@@ -206,7 +206,7 @@ save, save_file, save_sharded, load, load_file = declare(
     _adapter,
     framework="pt",
     what="tensors",
-    devices="load_file",
+    face=FileOnDeviceFace,
     check=_evaluate_tensors_for_save,
     storage_id=_storage_id,
     shard_format="pt",
