@@ -250,10 +250,7 @@ class ShardedFile:
     def file_of(self, name: str) -> SafeFile:
         """The open shard holding tensor ``name``: a kept shard, or one opened for single
         tensors (at most OPEN_SHARDS of those stay open; see ``_single``)."""
-        self.check_open()
-        shard = self.index.weight_map.get(name) if isinstance(name, str) else None
-        if shard is None:
-            raise TensorNotFound(f"File does not contain tensor {name}", tensor=name)
+        shard = self._shard_of(name)
         with self._lock:
             self.check_open()
             f = self._shards.get(shard)
@@ -265,6 +262,14 @@ class ShardedFile:
             f = self._adopt(shard, self._open_shard(shard), recent=True)
         self._check_mapped(name, shard)
         return f
+
+    def _shard_of(self, name: str) -> str:
+        """The shard the index puts tensor ``name`` in (TensorNotFound if none; FileClosed after close)."""
+        self.check_open()
+        shard = self.index.weight_map.get(name) if isinstance(name, str) else None
+        if shard is None:
+            raise TensorNotFound(f"File does not contain tensor {name}", tensor=name)
+        return shard
 
     def _check_mapped(self, name: str, shard: str) -> None:
         if name in self._checks[shard].missing:
@@ -290,14 +295,14 @@ class ShardedFile:
 
     # --- the SafeFile interface --------------------------------------------------------------
     def info(self, name: str) -> TensorInfo:
-        self.check_open()
-        shard = self.index.weight_map.get(name) if isinstance(name, str) else None
-        closed = self._evicted.get(shard) if shard is not None else None
-        if shard is not None and closed is not None:  # its header still holds the entry: not reopened
+        shard = self._shard_of(name)
+        # Any shard opened before, open or closed since, answers from its header.
+        f = self._shards.get(shard) or self._recent.get(shard) or self._evicted.get(shard)
+        if f is None:
+            f = self.file_of(name)
+        else:
             self._check_mapped(name, shard)
-            return closed.entry(name)
-        info: TensorInfo = self._single(name, lambda f: f.info(name))
-        return info
+        return f.entry(name)
 
     def raw(self, name: str) -> RawTensor:
         raw: RawTensor = self._single(name, lambda f: f.raw(name))
