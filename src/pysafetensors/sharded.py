@@ -528,12 +528,12 @@ def open_index(
     remote = url_scheme(location) not in (None, "file")
     # A local checkpoint reads the mount table once: every file's backend (the index's, each
     # shard's) is still chosen by the filesystem it is on (a shard may be a mount point itself).
-    mounts = None if remote or backend is not None else fstype.read_mountinfo() or ""
+    local = None if remote or backend is not None else fstype.BackendsByDevice()
 
     def backend_for(where: str) -> str | None:
-        if mounts is None or url_scheme(where) is not None:
+        if local is None or url_scheme(where) is not None:
             return backend
-        return fstype.default_backend(where, mounts)
+        return local(where)
 
     src = open_source(location, backend_for(location), storage_options)
     try:
