@@ -258,6 +258,10 @@ class SafeFile:
 
     def info(self, name: str) -> TensorInfo:
         self.check_open()
+        return self.entry(name)
+
+    def entry(self, name: str) -> TensorInfo:
+        """The header entry of ``name``, open or closed (the header outlives the source)."""
         try:
             return self._by_name[name]
         except (KeyError, TypeError):

@@ -66,6 +66,11 @@ INDEX_CAP = HEADER_CAP  # an index lists names like a header does; the same cap 
 # range requests), and how far beyond the next shard the reads may run ahead of the consumer.
 _SHARDS_AT_ONCE = 8
 _READ_AHEAD = 256 << 20
+# Shards opened for single tensors (get_tensor, get_slice) kept open at once: a loader that
+# reads tensor by tensor, shard after shard, keeps this many maps (and their touched pages)
+# rather than every shard's.  The least recently used one beyond it is closed; tensors already
+# handed out stay valid (each holds its own view of the map).
+OPEN_SHARDS = 2
 
 
 class ShardedFile:
@@ -87,7 +92,13 @@ class ShardedFile:
         self.remote = remote
         # Where a shard lives (a path or URL next to the index), for tools that read it raw.
         self.locate: Callable[[str], str] = locate or (lambda shard: shard)
+        # Shards asked for as files (``shard``, bulk reads): kept until ``close``.
         self._shards: dict[str, SafeFile] = {}
+        # Shards opened for single tensors (``file_of``), least recently used first: at most
+        # OPEN_SHARDS of them.
+        self._recent: dict[str, SafeFile] = {}
+        # Shards closed to keep OPEN_SHARDS: their parsed headers still answer ``info``.
+        self._evicted: dict[str, SafeFile] = {}
         self._checks: dict[str, ShardCheck] = {}
         self._lock = threading.Lock()
         self._closed = False
@@ -148,32 +159,51 @@ class ShardedFile:
             f = self._shards.get(shard)
             if f is not None:
                 return f
+            f = self._recent.pop(shard, None)
+            if f is not None:  # kept from now on
+                self._shards[shard] = f
+                return f
         # Opened outside the lock, so threads reading different shards open them at once; a
         # thread that loses the race to open the same shard closes its copy (``_adopt``).
         return self._adopt(shard, self._open_shard(shard))
 
-    def _adopt(self, shard: str, f: SafeFile) -> SafeFile:
+    def _adopt(self, shard: str, f: SafeFile, recent: bool = False) -> SafeFile:
         """Check a freshly opened shard against the index and keep it (or the copy another
-        thread kept first)."""
+        thread kept first); ``recent``: among the shards opened for single tensors."""
+        evicted: list[SafeFile] = []
         try:
-            check = check_shard(self.index, shard, (t.name for t in f.header.tensors), f.metadata)
-            if check.mixed:
-                raise CheckpointMismatch(
-                    check.describe_mixed(self.name), shard=shard, index_id=check.index_id, shard_id=check.shard_id
-                )
+            with self._lock:
+                check = self._checks.get(shard)
+            first = check is None
+            if check is None:
+                check = check_shard(self.index, shard, (t.name for t in f.header.tensors), f.metadata)
+                if check.mixed:
+                    raise CheckpointMismatch(
+                        check.describe_mixed(self.name), shard=shard, index_id=check.index_id, shard_id=check.shard_id
+                    )
             with self._lock:
                 self.check_open()
-                kept = self._shards.get(shard)
+                self._checks.setdefault(shard, check)
+                kept = self._shards.get(shard) or self._recent.get(shard)
                 if kept is None:
-                    self._checks[shard] = check
-                    self._shards[shard] = f
+                    if recent:
+                        self._recent[shard] = f
+                        self._evicted.pop(shard, None)
+                        while len(self._recent) > OPEN_SHARDS:
+                            oldest = next(iter(self._recent))
+                            evicted.append(self._recent.pop(oldest))
+                            self._evicted[oldest] = evicted[-1]
+                    else:
+                        self._shards[shard] = f
         except BaseException:
             f.close()
             raise
+        for old in evicted:
+            old.close()
         if kept is not None:
             f.close()
             return kept
-        if check.ignored:
+        if check.ignored and first:
             warnings.warn(UnmappedTensorWarning(check.describe_ignored(self.name)), stacklevel=3)
         return f
 
@@ -220,28 +250,69 @@ class ShardedFile:
         return check
 
     def file_of(self, name: str) -> SafeFile:
+        """The open shard holding tensor ``name``: a kept shard, or one opened for single
+        tensors (at most OPEN_SHARDS of those stay open; see ``_single``)."""
+        shard = self._shard_of(name)
+        with self._lock:
+            self.check_open()
+            f = self._shards.get(shard)
+            if f is None:
+                f = self._recent.pop(shard, None)
+                if f is not None:
+                    self._recent[shard] = f  # now the most recently used
+        if f is None:
+            f = self._adopt(shard, self._open_shard(shard), recent=True)
+        self._check_mapped(name, shard)
+        return f
+
+    def _shard_of(self, name: str) -> str:
+        """The shard the index puts tensor ``name`` in (TensorNotFound if none; FileClosed after close)."""
         self.check_open()
         shard = self.index.weight_map.get(name) if isinstance(name, str) else None
         if shard is None:
             raise TensorNotFound(f"File does not contain tensor {name}", tensor=name)
-        f = self.shard(shard)
+        return shard
+
+    def _check_mapped(self, name: str, shard: str) -> None:
         if name in self._checks[shard].missing:
             raise InvalidIndex(
                 f"{self.name}: the index puts tensor {name!r} in {shard}, which does not contain it",
                 tensor=name,
                 shard=shard,
             )
-        return f
+
+    def _single(self, name: str, read: Callable[[SafeFile], Any]) -> Any:
+        """``read(file_of(name))``, again if another thread closed that shard (to keep at most
+        OPEN_SHARDS open) between the lookup and the read."""
+        while True:
+            f = self.file_of(name)
+            try:
+                return read(f)
+            except FileClosed:
+                with self._lock:
+                    if self._closed or any(g is f for g in self._shards.values()):
+                        raise
+                    if self._recent.get(self.index.weight_map[name]) is f:
+                        raise  # still ours, so closed by something else: not an eviction
 
     # --- the SafeFile interface --------------------------------------------------------------
     def info(self, name: str) -> TensorInfo:
-        return self.file_of(name).info(name)
+        shard = self._shard_of(name)
+        # Any shard opened before, open or closed since, answers from its header.
+        f = self._shards.get(shard) or self._recent.get(shard) or self._evicted.get(shard)
+        if f is None:
+            f = self.file_of(name)
+        else:
+            self._check_mapped(name, shard)
+        return f.entry(name)
 
     def raw(self, name: str) -> RawTensor:
-        return self.file_of(name).raw(name)
+        raw: RawTensor = self._single(name, lambda f: f.raw(name))
+        return raw
 
     def raw_slice(self, name: str, plan: SlicePlan) -> RawTensor:
-        return self.file_of(name).raw_slice(name, plan)
+        raw: RawTensor = self._single(name, lambda f: f.raw_slice(name, plan))
+        return raw
 
     def raw_all(self, threads: int | None = None) -> Iterator[RawTensor]:
         """Every tensor listed in the index, shard by shard in file order.
@@ -336,8 +407,8 @@ class ShardedFile:
             if self._closed:
                 return
             self._closed = True
-            shards, self._shards = list(self._shards.values()), {}
-            self._checks = {}
+            shards = [*self._shards.values(), *self._recent.values()]
+            self._shards, self._recent, self._evicted, self._checks = {}, {}, {}, {}
         for f in shards:
             f.close()
 

@@ -148,3 +148,26 @@ def test_one_descriptor_per_open_handle(big: str, backend: str) -> None:
     h = safe_open(big, framework="np", backend=backend)
     del h  # never closed: collected, its descriptor goes too
     assert _fds() == before
+
+
+def test_backends_by_device_decide_once_per_filesystem(tmp_path, monkeypatch) -> None:
+    from pysafetensors.io import fstype
+
+    monkeypatch.delenv("PYSAFETENSORS_MOUNTINFO", raising=False)
+    paths = [tmp_path / f"{i}.safetensors" for i in range(4)]
+    for p in paths:
+        p.write_bytes(b"")
+    calls = []
+    real = fstype.default_backend
+    monkeypatch.setattr(fstype, "default_backend", lambda p, m=None: calls.append(p) or real(p, m))
+    choose = fstype.BackendsByDevice()
+    assert [choose(p) for p in paths] == [real(p) for p in paths]
+    assert len(calls) == 1  # one filesystem: one lookup in the table
+    # Another machine's table: device numbers say nothing about it, every path is looked up.
+    table = tmp_path / "mountinfo"
+    table.write_text(f"50 22 0:60 / {tmp_path} rw - nfs4 server:/x rw\n")
+    monkeypatch.setenv("PYSAFETENSORS_MOUNTINFO", str(table))
+    calls.clear()
+    choose = fstype.BackendsByDevice()
+    assert [choose(p) for p in paths] == ["pread"] * 4
+    assert len(calls) == 4

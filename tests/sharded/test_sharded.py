@@ -80,10 +80,39 @@ def test_shards_are_opened_lazily(tmp_path) -> None:
     save_sharded(_arrays(), tmp_path, max_shard_size=1000)
     with safe_open(tmp_path, "np") as f:
         assert f.keys()
-        assert f._file._shards == {}
+        assert f._file._shards == f._file._recent == {}
         f.get_tensor("layer.4.weight")
-        assert list(f._file._shards) == ["model-00003-of-00004.safetensors"]
+        assert list(f._file._recent) == ["model-00003-of-00004.safetensors"]
         assert f.offset_keys() == list(_arrays())
+
+
+def test_single_tensor_reads_keep_a_bounded_number_of_shards_open(tmp_path) -> None:
+    from pysafetensors.sharded import OPEN_SHARDS
+
+    arrays = _arrays()
+    save_sharded(arrays, tmp_path, max_shard_size=1000)  # 4 shards
+    with safe_open(tmp_path, "np") as f:
+        sharded = f._file
+        got = {}
+        for k in f.keys():  # noqa: SIM118  (safe_open is not a mapping)
+            got[k] = f.get_tensor(k)
+            assert len(sharded._recent) <= OPEN_SHARDS
+        assert len(sharded._evicted) == 4 - OPEN_SHARDS
+        # Tensors of closed shards stay valid; their entries still answer without a reopen.
+        for k, a in arrays.items():
+            np.testing.assert_array_equal(got[k], a)
+        evicted = next(iter(sharded._evicted))
+        name = next(n for n, s in sharded.index.weight_map.items() if s == evicted)
+        assert f.get_slice(name).get_shape() == list(arrays[name].shape)
+        assert evicted not in sharded._recent
+        # Reading it again reopens it (and closes the least recently used one).
+        np.testing.assert_array_equal(f.get_slice(name)[:2], arrays[name][:2])
+        assert evicted in sharded._recent and len(sharded._recent) == OPEN_SHARDS
+        # Asked for as a file, a shard is kept until close.
+        kept = sharded.shard(evicted)
+        for k in f.keys():  # noqa: SIM118  (safe_open is not a mapping)
+            f.get_tensor(k)
+        assert not kept.source._closed
 
 
 def test_single_shard_is_plain_model_file_and_stale_files_go(tmp_path) -> None:

@@ -245,10 +245,12 @@ def parse_index(data: bytes | str, name: str = "index") -> ShardIndex:
     metadata = {} if metadata is None else metadata
     if not isinstance(metadata, dict):
         raise InvalidIndex(f"{name}: 'metadata' must be an object, found {type(metadata).__name__}")
+    valid: set[str] = set()  # a few shard names, each repeated for hundreds of tensors
     for tensor, shard in weight_map.items():
         if not isinstance(tensor, str):  # JSON keys always are; kept for hand-built dicts
             raise InvalidIndex(f"{name}: tensor name {tensor!r} is not a string")
-        validate_shard_name(shard, name)
+        if type(shard) is not str or shard not in valid:
+            valid.add(validate_shard_name(shard, name))
     return ShardIndex(weight_map=dict(weight_map), metadata=dict(metadata))
 
 

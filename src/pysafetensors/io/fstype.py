@@ -100,3 +100,28 @@ def default_backend(path: str | os.PathLike[str], mountinfo: str | None = None) 
         return "pread" if is_network_fs(filesystem_type(path, mountinfo)) else "mmap"
     except (OSError, ValueError):
         return "mmap"
+
+
+class BackendsByDevice:
+    """``default_backend`` for many paths under one reading of the mount table (the shards of a
+    checkpoint).  With this machine's own table, decided once per filesystem (``st_dev``: one
+    filesystem, one type) rather than resolving every path and matching it against the table;
+    with another table (``PYSAFETENSORS_MOUNTINFO``), whose mounts the local device numbers say
+    nothing about, path by path."""
+
+    def __init__(self) -> None:
+        self.mountinfo = read_mountinfo() or ""
+        self._live = not os.environ.get(MOUNTINFO_ENV)
+        self._by_device: dict[int, str] = {}
+
+    def __call__(self, path: str | os.PathLike[str]) -> str:
+        if not self._live:
+            return default_backend(path, self.mountinfo)
+        try:
+            device = os.stat(path).st_dev
+        except (OSError, ValueError):
+            return default_backend(path, self.mountinfo)  # opening it gives the real error
+        chosen = self._by_device.get(device)
+        if chosen is None:
+            chosen = self._by_device[device] = default_backend(path, self.mountinfo)
+        return chosen

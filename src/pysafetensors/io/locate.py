@@ -54,13 +54,14 @@ def sniff(source: ByteSource) -> Format:
 def backend_chooser(backend: str | None, remote: bool = False) -> Callable[[str], str | None]:
     """The backend for each file of one checkpoint: ``backend`` when given, else chosen per file
     by the filesystem it is on (``fstype.default_backend``: ``pread`` on network and FUSE
-    filesystems, ``mmap`` elsewhere), the mount table read once for all of them."""
-    mounts = None if remote or backend is not None else fstype.read_mountinfo() or ""
+    filesystems, ``mmap`` elsewhere), the mount table read once for all of them and each
+    filesystem decided once (``fstype.BackendsByDevice``)."""
+    local = None if remote or backend is not None else fstype.BackendsByDevice()
 
     def backend_for(where: str) -> str | None:
-        if mounts is None or url_scheme(where) is not None:
+        if local is None or url_scheme(where) is not None:
             return backend
-        return fstype.default_backend(where, mounts)
+        return local(where)
 
     return backend_for
 
