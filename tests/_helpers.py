@@ -62,7 +62,7 @@ def require(module: str, extra: str | None = None) -> ModuleType:
     try:
         return importlib.import_module(module)
     except ImportError:
-        pytest.skip(install_hint(module, extra))
+        pytest.skip(install_hint(module, extra), allow_module_level=True)  # a test, or a whole module
 
 
 def sample_arrays() -> dict[str, dict[str, np.ndarray]]:
