@@ -54,6 +54,7 @@ def _table_rows(text: str, heading: str) -> list[list[str]]:
 
 
 @pytest.mark.timeout(1800)  # fresh processes importing torch: about a minute idle, much longer on a busy machine
+@pytest.mark.slow
 def test_quick_run_writes_tables_plots_and_every_sample(tmp_path: Path) -> None:
     require("matplotlib", "bench")  # the report draws its plots
     out, data = tmp_path / "out", tmp_path / "data"

@@ -83,6 +83,7 @@ def test_optional_imports_are_found() -> None:
 
 
 @pytest.mark.parametrize("page", PAGES, ids=[rel(p) for p in PAGES])
+@pytest.mark.slow
 def test_python_examples_run(page: Path, tmp_path: Path) -> None:
     for module in _optional_imports(_runnable(page)):
         require(module)  # a page showing a framework runs where that framework is installed
@@ -131,6 +132,7 @@ def minilm_gguf(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.mark.parametrize("page,block", CONSOLE, ids=[f"{rel(p)}:{b.line}" for p, b in CONSOLE])
+@pytest.mark.slow
 def test_console_examples_print_what_they_show(page: Path, block: Block, tmp_path: Path,
                                                request: pytest.FixtureRequest) -> None:
     workdir = tmp_path / "work"

@@ -11,6 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import pytest
 from gguf_helpers import gguf, reference_dequantized
 from safetensors.numpy import load_file as upstream_load
 
@@ -18,6 +19,8 @@ from pysafetensors.gguf import GGUFFile
 from pysafetensors.gguf.convert import convert_gguf
 from pysafetensors.gguf.hf_map import plan_hf
 from pysafetensors.io.sources import MmapSource
+
+pytestmark = pytest.mark.slow  # over 5 s: make test-fast leaves it out
 
 #: what llama.cpp's BERT converter leaves out (position ids: computed; the pooler: not used)
 LEFT_OUT = {"embeddings.position_ids", "pooler.dense.weight", "pooler.dense.bias"}
