@@ -62,7 +62,7 @@ def require(module: str, extra: str | None = None) -> ModuleType:
     try:
         return importlib.import_module(module)
     except ImportError:
-        pytest.skip(install_hint(module, extra))
+        pytest.skip(install_hint(module, extra), allow_module_level=True)  # a test, or a whole module
 
 
 def sample_arrays() -> dict[str, dict[str, np.ndarray]]:
@@ -136,3 +136,19 @@ def verdict_pairs(directory: Path, minilm: Path) -> dict[str, tuple[Path, Path, 
         "signed_zero": (one("zero", np.array([0.0, 1.0], np.float32)),
                         one("negzero", np.array([-0.0, 1.0], np.float32)), "x"),
     }
+
+
+def paddle_before_tensorflow() -> None:
+    """Import paddle first when both paddle and tensorflow are installed and tensorflow is not
+    loaded yet: paddle 3.3 segfaults when imported after tensorflow 2.21 (their bundled native
+    libraries clash), the other order works.  Call it before importing either."""
+    import sys
+    import warnings
+
+    if "tensorflow" in sys.modules or "paddle" in sys.modules:
+        return
+    if importlib.util.find_spec("paddle") is None or importlib.util.find_spec("tensorflow") is None:
+        return
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        importlib.import_module("paddle")

@@ -2,21 +2,26 @@
 dependency.
 
 A contributor's venv with only some extras runs the suite with skips naming what to install
-(``_helpers.require``, ``pytest.importorskip``); with ``PYSAFETENSORS_REQUIRE_ALL=1`` (set by the
+(``_helpers.require``, ``pytest.importorskip``, and a test stopped by the library's own
+``MissingDependency`` for a module that is indeed absent, as when a test parametrized over the
+faces calls one whose framework is missing); with ``PYSAFETENSORS_REQUIRE_ALL=1`` (set by the
 Makefile's test targets) each such skip is reported as a failure instead, so a dependency that went
 missing from the CI set-up cannot pass unseen.  Skips for other reasons (a platform, root) stay.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
 from collections.abc import Generator
 from typing import Any
 
 import pytest
-from _helpers import INSTALL_HINT
+from _helpers import INSTALL_HINT, install_hint
 from hypothesis import settings
+
+from pysafetensors.errors import MissingDependency
 
 # CI replays the same examples every run (HYPOTHESIS_PROFILE=ci in .ci/run), as it replays the
 # same fuzz seeds, so a red CI always reproduces; a plain `make test` explores new examples.
@@ -46,10 +51,27 @@ def _fail(report: Any, reason: str) -> None:
     report.longrepr = f"PYSAFETENSORS_REQUIRE_ALL=1 and a dependency is missing: {reason}"
 
 
+def _not_installed(call: pytest.CallInfo[None]) -> str | None:
+    """The install hint when the test stopped on the library's own MissingDependency for a module
+    that is indeed not installed (a face called for a framework this venv lacks)."""
+    if call.excinfo is None or not isinstance(call.excinfo.value, MissingDependency):
+        return None
+    error = call.excinfo.value
+    try:
+        found = importlib.util.find_spec(error.module) is not None
+    except (ImportError, ValueError):
+        found = False
+    return None if found else install_hint(error.module, error.extra)
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, Any, None]:
     outcome = yield
     report = outcome.get_result()
+    hint = _not_installed(call) if report.failed else None
+    if hint is not None:
+        report.outcome = "skipped"
+        report.longrepr = (str(item.path), (item.location[1] or 0) + 1, f"Skipped: {hint}")
     reason = _missing_dependency(report) if _require_all() else None
     if reason is not None and not hasattr(report, "wasxfail"):
         _fail(report, reason)

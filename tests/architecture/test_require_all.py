@@ -79,3 +79,27 @@ def test_every_extra_named_exists_in_pyproject() -> None:
     extras = tomllib.loads((TESTS.parent / "pyproject.toml").read_text(encoding="utf-8"))["project"][
         "optional-dependencies"]
     assert set(EXTRA_OF.values()) | {"test"} <= set(extras), sorted(set(EXTRA_OF.values()) - set(extras))
+
+
+def test_the_librarys_missing_dependency_is_a_skip_only_when_the_module_is_absent(tmp_path: Path) -> None:
+    (tmp_path / "test_faces.py").write_text('''
+from pysafetensors.errors import MissingDependency
+
+def test_absent():
+    raise MissingDependency("no_such_module_for_pysafetensors_tests", "mlx")
+
+def test_present_but_reported_missing():
+    raise MissingDependency("json", "test")
+''', encoding="utf-8")
+    (tmp_path / "pytest.ini").write_text("[pytest]\n", encoding="utf-8")
+    env = {k: v for k, v in os.environ.items() if k != "PYSAFETENSORS_REQUIRE_ALL"}
+    env["PYTHONPATH"] = os.pathsep.join([str(TESTS), env.get("PYTHONPATH", "")])
+    for require_all, counts in ((None, "1 failed, 1 skipped"), ("1", "2 failed")):
+        if require_all:
+            env["PYSAFETENSORS_REQUIRE_ALL"] = require_all
+        proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "conftest", "-p", "no:cacheprovider", "-rA", "-q",
+                               "test_faces.py"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
+                              check=False)
+        out = proc.stdout + proc.stderr
+        assert counts in out, out
+        assert "FAILED test_faces.py::test_present_but_reported_missing" in out  # a real bug stays a failure

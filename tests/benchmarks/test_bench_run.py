@@ -28,6 +28,7 @@ def test_benchmark_quick_smoke(tmp_path: Any) -> None:
     assert re.search(r"\*\*\d+\.\d+x\*\*", proc.stdout), proc.stdout
 
 
+@pytest.mark.slow
 def test_per_call_suite_with_a_baseline_side(tmp_path: Any) -> None:
     """The per-call workloads run, and --baseline-src adds a third side with its own column."""
     root = Path(__file__).resolve().parents[2]

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _helpers import require
 
 BENCH = Path(__file__).resolve().parents[2] / "benchmarks"
 SCALE = BENCH / "scale.py"
@@ -53,7 +54,9 @@ def _table_rows(text: str, heading: str) -> list[list[str]]:
 
 
 @pytest.mark.timeout(1800)  # fresh processes importing torch: about a minute idle, much longer on a busy machine
+@pytest.mark.slow
 def test_quick_run_writes_tables_plots_and_every_sample(tmp_path: Path) -> None:
+    require("matplotlib", "bench")  # the report draws its plots
     out, data = tmp_path / "out", tmp_path / "data"
     proc = _run("--quick", "--out", str(out), "--data", str(data), timeout=1750)
     assert proc.returncode == 0, proc.stderr[-4000:]
@@ -164,6 +167,7 @@ def test_a_hot_or_save_target_states_the_floor_as_a_multiple_of_upstream(scale: 
 
 
 def test_big_section_refuses_when_the_disk_cannot_hold_the_checkpoint(tmp_path: Path) -> None:
+    require("matplotlib", "bench")  # the report draws its plots
     out = tmp_path / "out"
     proc = _run("--section", "big", "--big-factor", "100000", "--out", str(out), "--data", str(tmp_path / "d"), timeout=300)
     assert proc.returncode == 0, proc.stderr

@@ -22,6 +22,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from _helpers import EXTRA_OF, require
 from docs_helpers import ROOT, Block, blocks_of, doc_pages, env, minilm, rel, run_python_blocks
 
 PYTHON = ("python", "py")
@@ -67,8 +68,25 @@ def test_every_console_block_that_shows_output_is_run() -> None:
     assert unmarked == [], f"mark these <!-- docs-test: console --> (and make them pass): {unmarked}"
 
 
+_IMPORT = re.compile(r"^\s*(?:import|from)\s+([A-Za-z_]\w*)", re.MULTILINE)
+
+
+def _optional_imports(blocks: list[Block]) -> list[str]:
+    """The optional modules (a framework, ...: ``EXTRA_OF``) a page's blocks import."""
+    return sorted({m for b in blocks for m in _IMPORT.findall(b.code) if m in EXTRA_OF})
+
+
+def test_optional_imports_are_found() -> None:
+    code = "import numpy as np\nimport jax.numpy as jnp\n  from mlx import core\nimport torchvision\n"
+    block = Block(Path("page.md"), 1, "python", code, None, None)
+    assert _optional_imports([block]) == ["jax", "mlx"]
+
+
 @pytest.mark.parametrize("page", PAGES, ids=[rel(p) for p in PAGES])
+@pytest.mark.slow
 def test_python_examples_run(page: Path, tmp_path: Path) -> None:
+    for module in _optional_imports(_runnable(page)):
+        require(module)  # a page showing a framework runs where that framework is installed
     workdir = tmp_path / "work"
     workdir.mkdir()
     proc = run_python_blocks(_runnable(page), workdir, tmp_path / "blocks.json")
@@ -114,6 +132,7 @@ def minilm_gguf(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.mark.parametrize("page,block", CONSOLE, ids=[f"{rel(p)}:{b.line}" for p, b in CONSOLE])
+@pytest.mark.slow
 def test_console_examples_print_what_they_show(page: Path, block: Block, tmp_path: Path,
                                                request: pytest.FixtureRequest) -> None:
     workdir = tmp_path / "work"

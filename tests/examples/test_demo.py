@@ -27,6 +27,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from packaging.requirements import Requirement
+
+pytestmark = pytest.mark.slow  # over 5 s: make test-fast leaves it out
 
 try:
     import tomllib
@@ -315,8 +318,11 @@ def light_set() -> tuple[set[str], set[str]]:
             continue
         installed.add(name)
         for req in importlib.metadata.requires(name) or []:
-            (optional.add(_name(re.match(r"[A-Za-z0-9_.-]+", req).group())) if "extra ==" in req
-             else todo.append(req))
+            marker = Requirement(req).marker
+            if "extra ==" in req:
+                optional.add(_name(re.match(r"[A-Za-z0-9_.-]+", req).group()))
+            elif marker is None or marker.evaluate():  # not tqdm's colorama off Windows
+                todo.append(req)
     return installed, optional
 
 

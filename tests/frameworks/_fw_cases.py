@@ -10,8 +10,6 @@ import importlib
 import importlib.util
 import json
 import os
-import sys
-import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -19,6 +17,7 @@ from typing import Any
 import ml_dtypes
 import numpy as np
 import pytest
+from _helpers import paddle_before_tensorflow
 
 import pysafetensors.numpy as ps_numpy
 from pysafetensors import safe_open
@@ -27,16 +26,7 @@ from pysafetensors.format.dtypes import BY_CODE, CODES
 
 ALL_CODES = CODES
 
-# paddle 3.3 segfaults when it is imported after tensorflow 2.21 (their bundled native
-# libraries clash); the other order works, so when both are installed paddle goes first.
-if (
-    "tensorflow" not in sys.modules
-    and importlib.util.find_spec("paddle") is not None
-    and importlib.util.find_spec("tensorflow") is not None
-):
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        import paddle  # noqa: F401
+paddle_before_tensorflow()  # paddle 3.3 segfaults when imported after tensorflow 2.21
 
 
 def np_dtype(code: str) -> np.dtype:

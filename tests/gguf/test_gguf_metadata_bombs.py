@@ -92,6 +92,7 @@ def test_the_summary_keeps_an_array_of_arrays_compact(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("command", ["inspect", "inspect --json", "id", "validate", "stats", "diff", "convert"])
+@pytest.mark.slow
 def test_every_command_on_an_array_of_arrays_stays_near_the_file_size(command: str, tmp_path: Path) -> None:
     """Each command on 60,000 empty arrays (720 kB) holds a few times the file, not 40 times."""
     data = nested_empty(60_000)
@@ -247,6 +248,7 @@ def test_the_id_and_converted_metadata_of_nested_arrays_are_unchanged() -> None:
     assert gguf_identity(header).short.startswith("wi:gguf:3:")
 
 
+@pytest.mark.slow
 def test_inspect_json_renders_a_numeric_array_a_chunk_at_a_time(tmp_path: Path) -> None:
     """``inspect --json`` of a 2 MB uint8 array: its text (about 5 bytes an item) a few times over,
     not a Python object per item and an indented line each (which took some 440 times the file);

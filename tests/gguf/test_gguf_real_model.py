@@ -31,6 +31,8 @@ from pysafetensors.gguf.convert import convert_gguf
 from pysafetensors.gguf.hf_map import plan_hf
 from pysafetensors.io.sources import MmapSource
 
+pytestmark = pytest.mark.slow  # over 5 s: make test-fast leaves it out
+
 #: what llama.cpp's BERT converter leaves out (position ids: computed; the pooler: not used)
 LEFT_OUT = {"embeddings.position_ids", "pooler.dense.weight", "pooler.dense.bias"}
 

@@ -26,7 +26,7 @@ RESULTS = [
 ]
 SAVED = ["sharded", "adapter", "accelerate"]
 
-pytestmark = pytest.mark.timeout(900)
+pytestmark = [pytest.mark.timeout(900), pytest.mark.slow]
 
 
 @pytest.fixture(scope="module")

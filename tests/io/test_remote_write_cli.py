@@ -38,6 +38,7 @@ def source(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_shard_into_s3_then_merge_back_from_it(s3: MotoS3, source: Path, tmp_path: Path) -> None:
     bucket = s3.new_bucket()
     prefix = f"s3://{bucket}/sharded/"
@@ -70,6 +71,7 @@ def test_shard_into_s3_then_merge_back_from_it(s3: MotoS3, source: Path, tmp_pat
     assert s3.get(bucket, f"sharded/{names[0]}")[:8] != b""  # the shard is untouched
 
 
+@pytest.mark.slow
 def test_convert_and_metadata_output_to_s3(s3: MotoS3, source: Path, tmp_path: Path) -> None:
     bucket = s3.new_bucket()
     checkpoint = tmp_path / "model.pt"

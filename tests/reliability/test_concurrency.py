@@ -167,6 +167,7 @@ def test_load_then_save_over_the_same_path(tmp_path: Path, backend: str) -> None
 
 
 @pytest.mark.parametrize("backend", ["mmap", "pread"])
+@pytest.mark.slow
 def test_unclosed_handles_release_their_descriptors(tmp_path: Path, backend: str) -> None:
     import gc
 

@@ -28,6 +28,7 @@ SEEDS = int(os.environ.get("PYSAFETENSORS_DIFFERENTIAL_SEEDS", "2000"))
 COUNTS: Counter[str] = Counter()  # read by conftest.py's terminal summary
 
 
+@pytest.mark.slow
 def test_differential_target_on_a_fixed_batch_of_seeds(tmp_path: Any) -> None:
     disagreements = []
     same_before = differential.COUNTS["same_reason"]
@@ -184,6 +185,7 @@ def test_the_issue_example_is_rejected_at_open_by_both() -> None:
     assert differential.COUNTS["both_reject"] > 0
 
 
+@pytest.mark.slow
 def test_runner_prints_the_differential_counts() -> None:
     proc = subprocess.run(
         [sys.executable, str(ROOT / "fuzz" / "run.py"), "--target", "differential", "--seconds", "60", "--count", "60",

@@ -32,6 +32,7 @@ def test_targets_survive_a_fixed_batch(target: str) -> None:
     assert not bugs, f"{len(bugs)} bug(s); first (seed {bugs[0][0]}):\n{bugs[0][1]}"
 
 
+@pytest.mark.slow
 def test_runner_reports_no_bugs_and_a_summary() -> None:
     proc = subprocess.run(
         [sys.executable, str(ROOT / "fuzz" / "run.py"), "--seconds", "4", "--seed", "7"],

@@ -53,6 +53,7 @@ def verdicts(data: bytes) -> tuple[bool, bool]:
 
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(header=headers, data_len=st.integers(min_value=0, max_value=40), pad=st.sampled_from(["", " ", "\n", "\t  "]))
+@pytest.mark.slow
 def test_generated_headers_match_upstream(header: dict, data_len: int, pad: str) -> None:
     text = json.dumps(header, ensure_ascii=False) + pad
     h = text.encode("utf-8", "surrogatepass")

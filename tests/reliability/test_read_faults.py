@@ -209,6 +209,7 @@ def _check(e: SourceError, s: Scenario, tensor: str = "b_mid", at: int = CUT) ->
 
 
 @pytest.mark.parametrize("scenario", KINDS, indirect=True)
+@pytest.mark.slow
 def test_a_fault_mid_read(scenario: Scenario, monkeypatch: pytest.MonkeyPatch) -> None:
     s = scenario
     baseline = (_fds(), threading.active_count())
@@ -328,6 +329,7 @@ print(json.dumps(out))
 """
 
 
+@pytest.mark.slow
 def test_mmap_truncated_by_another_process_mid_read(tmp_path: Path) -> None:
     path = tmp_path / "m.safetensors"
     path.write_bytes(BLOB)

@@ -6,6 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from pysafetensors.view import ViewSession
 
 from .conftest import write_header_only
@@ -59,6 +61,7 @@ def check_against_summary(inp: dict[str, Any], path: Path) -> None:
         stack.extend(zip(got["children"], node.children))
 
 
+@pytest.mark.slow
 def test_hundred_thousand_tensor_header(big_header: tuple[Path, list[str]]) -> None:
     path, names = big_header
     with ViewSession.open([str(path)]) as session:
@@ -93,6 +96,7 @@ def edited_copy(path: Path, names: list[str]) -> dict[str, str]:
     return touched
 
 
+@pytest.mark.slow
 def test_a_hundred_thousand_tensor_diff_is_the_diff_commands(big_header: tuple[Path, list[str]], tmp_path: Path) -> None:
     a, names = big_header
     b = tmp_path / "many-b.safetensors"

@@ -82,6 +82,7 @@ def _server_threads() -> int:
     return sum(1 for t in threading.enumerate() if "process_request_thread" in t.name)
 
 
+@pytest.mark.slow
 def test_idle_connections_cannot_pin_a_thread_each(served: ViewServer) -> None:
     cookie = login(served)
     before = _server_threads()

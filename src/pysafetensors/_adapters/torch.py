@@ -306,7 +306,7 @@ def tensor_bytes(tensor: Any) -> Any:
         t = t.resolve_conj().resolve_neg()
     if t.device.type != "cpu":
         t = t.to("cpu")
-    flat = t.reshape(-1)
+    flat = t.contiguous().reshape(-1)  # a strided 1-d view reshapes to itself: bytes need C order
     if flat.numel() == 0:
         return b""
     return flat.view(torch.uint8).numpy()
