@@ -18,6 +18,7 @@ from ._api import TensorSpec, deserialize, serialize, serialize_file  # noqa: F4
 from ._face import Face, declare
 from .errors import UnknownDtype
 from .format.dtypes import by_code
+from .handle import safe_open  # noqa: F401 - upstream's module has it
 
 __all__ = ["load", "load_file", "save", "save_file", "save_sharded"]
 

@@ -19,6 +19,7 @@ from ._face import FileOnDeviceFace, declare
 from ._optional import require
 from .errors import UnknownDtype, UnsupportedDtype
 from .format.dtypes import by_code
+from .handle import safe_open  # noqa: F401 - upstream's module has it
 
 torch = require("torch", "torch")
 

@@ -29,12 +29,17 @@ def _fds() -> int:
     return len(os.listdir("/proc/self/fd"))
 
 
-def _settles(expected: tuple[int, int], measure: Callable[[], tuple[int, int]]) -> tuple[int, int]:
+def _settles(expected: tuple[int, int], measure: Callable[[], tuple[int, int]]) -> bool:
+    """Whether the threads and open fds come back to at most ``expected`` (a leak keeps them
+    above it; a server thread counted in ``expected`` may end meanwhile, so fewer is fine)."""
     # Server-side handler threads end when they see the client's close: give them a moment.
     deadline = time.monotonic() + 10
-    while (now := measure()) != expected and time.monotonic() < deadline:
+    while not all(n <= e for n, e in zip(now := measure(), expected, strict=True)):
+        if time.monotonic() >= deadline:
+            print("threads and fds:", now, "expected at most", expected)
+            return False
         time.sleep(0.05)
-    return now
+    return True
 
 
 def _threads_and_fds() -> tuple[int, int]:
@@ -128,7 +133,7 @@ def test_connection_dropped_mid_tensor_after_retries(blob: bytes, tensors: dict[
         s.fail_first = 0
         np.testing.assert_array_equal(f.get_tensor("big"), tensors["big"])
         f.close()
-        assert _settles(baseline, _threads_and_fds) == baseline
+        assert _settles(baseline, _threads_and_fds)
 
 
 @pytest.mark.timeout(120)
@@ -144,7 +149,7 @@ def test_parallel_chunks_failing_leave_nothing_behind(blob: bytes) -> None:
         assert e.value.status == 500 and e.value.offset >= PREFETCH
         assert s.log.requests < len(buf) // (16 * 1024)  # the pieces not started yet were dropped
         src.close()
-        assert _settles(baseline, _threads_and_fds) == baseline
+        assert _settles(baseline, _threads_and_fds)
 
 
 def test_replies_longer_than_asked_are_cut_off(blob: bytes, tensors: dict[str, np.ndarray]) -> None:
