@@ -34,12 +34,14 @@ def _settles(expected: tuple[int, int], measure: Callable[[], tuple[int, int]]) 
     above it; a server thread counted in ``expected`` may end meanwhile, so fewer is fine)."""
     # Server-side handler threads end when they see the client's close: give them a moment.
     deadline = time.monotonic() + 10
-    while not all(n <= e for n, e in zip(now := measure(), expected, strict=True)):
+    while True:
+        now = measure()
+        if all(n <= e for n, e in zip(now, expected, strict=True)):
+            return True
         if time.monotonic() >= deadline:
             print("threads and fds:", now, "expected at most", expected)
             return False
         time.sleep(0.05)
-    return True
 
 
 def _threads_and_fds() -> tuple[int, int]:
