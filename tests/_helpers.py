@@ -9,6 +9,10 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import os
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from types import ModuleType
 
@@ -152,3 +156,28 @@ def paddle_before_tensorflow() -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         importlib.import_module("paddle")
+
+
+@contextmanager
+def pipe_of(data: bytes) -> Iterator[str]:
+    """A real pipe holding ``data`` (written by a thread as it is read), named by a path
+    (``/proc/self/fd/N``: Linux)."""
+    r, w = os.pipe()
+
+    def feed() -> None:
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(w, view) :]
+        except BrokenPipeError:
+            pass  # the reader stopped early (a refused stream)
+        finally:
+            os.close(w)
+
+    writer = threading.Thread(target=feed, daemon=True)
+    writer.start()
+    try:
+        yield f"/proc/self/fd/{r}"
+    finally:
+        os.close(r)
+        writer.join(10)

@@ -7,13 +7,11 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
 import pytest
+from _helpers import pipe_of
 
 from pysafetensors.convert import convert_file
 from pysafetensors.errors import InputTooLarge
@@ -25,28 +23,6 @@ SRC = Path(__file__).resolve().parents[2] / "src"
 ARRAYS = {"w": np.arange(12, dtype=np.float32).reshape(3, 4), "b": np.ones(5, np.int64)}
 
 
-@contextmanager
-def pipe_of(data: bytes) -> Iterator[str]:
-    """A real pipe holding ``data`` (written by a thread as it is read), named by a path."""
-    r, w = os.pipe()
-
-    def feed() -> None:
-        try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(w, view) :]
-        except BrokenPipeError:
-            pass  # the reader stopped early (a refused stream)
-        finally:
-            os.close(w)
-
-    writer = threading.Thread(target=feed, daemon=True)
-    writer.start()
-    try:
-        yield f"/proc/self/fd/{r}"
-    finally:
-        os.close(r)
-        writer.join(10)
 
 
 def _inputs(d: Path) -> dict[str, Path]:

@@ -5,13 +5,11 @@ from __future__ import annotations
 
 import json
 import os
-import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
 import pytest
+from _helpers import pipe_of
 
 from pysafetensors.errors import InputTooLarge, SourceError
 from pysafetensors.io.locate import backend_chooser, locate, sniff
@@ -22,28 +20,6 @@ from pysafetensors.numpy import save, save_file
 pytestmark = pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="names a pipe through /proc/self/fd")
 
 
-@contextmanager
-def pipe_of(data: bytes) -> Iterator[str]:
-    """A real pipe holding ``data`` (written by a thread as it is read), named by a path."""
-    r, w = os.pipe()
-
-    def feed() -> None:
-        try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(w, view) :]
-        except BrokenPipeError:
-            pass  # the reader stopped early
-        finally:
-            os.close(w)
-
-    writer = threading.Thread(target=feed, daemon=True)
-    writer.start()
-    try:
-        yield f"/proc/self/fd/{r}"
-    finally:
-        os.close(r)
-        writer.join(10)
 
 
 def test_sniff_tells_gguf_by_magic_only() -> None:
