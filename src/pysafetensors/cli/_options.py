@@ -231,27 +231,16 @@ def hf_token() -> str | None:
     return token or None
 
 
-def _origin(url: str) -> tuple[str, str, int | None]:
-    """(scheme, host, port with the scheme's default filled in), lowercased."""
-    import urllib.parse  # at run time only: --help and --version never need it
-
-    parts = urllib.parse.urlsplit(url)
-    scheme = parts.scheme.lower()
-    try:
-        port = parts.port
-    except ValueError:
-        port = None
-    return scheme, (parts.hostname or "").lower(), port or {"http": 80, "https": 443}.get(scheme)
-
-
 def is_hf_url(url: str) -> bool:
     """Whether ``url`` is on the Hugging Face Hub: https://huggingface.co, https://hf.co, or the
     origin (scheme, host and port) of ``HF_ENDPOINT`` (a private Hub, a mirror)."""
-    origin = _origin(url)
+    from ..io.http_options import origin as origin_of  # at run time only: --help never needs it
+
+    origin = origin_of(url)
     if origin in (("https", "huggingface.co", 443), ("https", "hf.co", 443)):
         return True
     endpoint = os.environ.get("HF_ENDPOINT", "").strip()
-    return bool(endpoint) and origin == _origin(endpoint)
+    return bool(endpoint) and origin == origin_of(endpoint)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -38,7 +38,7 @@ import urllib3.connection
 from urllib3.exceptions import MaxRetryError
 from urllib3.util.retry import Retry
 
-from .http_options import HTTPOptions
+from .http_options import HTTPOptions, origin
 from .redact import redact_url
 
 RETRY_STATUS = frozenset({408, 425, 429, 500, 502, 503, 504})
@@ -116,17 +116,6 @@ def _discard(response: Any) -> None:
     # may fail to close, and it is gone either way.
     with contextlib.suppress(Exception):
         response.close()
-
-
-def origin(url: str) -> tuple[str, str, int | None]:
-    """(scheme, host, port) with the scheme's default port filled in, as browsers compare them."""
-    p = urllib.parse.urlsplit(url)
-    scheme = p.scheme.lower()
-    try:
-        port = p.port
-    except ValueError:
-        port = None
-    return scheme, (p.hostname or "").lower(), port or {"http": 80, "https": 443}.get(scheme)
 
 
 def is_downgrade(url: str, target: str) -> bool:

@@ -7,6 +7,7 @@ import math
 import numbers
 import os
 import types
+import urllib.parse
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -118,3 +119,15 @@ def _mistyped(name: str, expected: str, value: Any, show: bool = True) -> None:
 
 
 __all__ = ["HTTPOptions"]
+
+
+def origin(url: str) -> tuple[str, str, int | None]:
+    """(scheme, host, port) with the scheme's default port filled in, as browsers compare them:
+    credentials belong to one origin (redirects and the Hugging Face token are checked by it)."""
+    p = urllib.parse.urlsplit(url)
+    scheme = p.scheme.lower()
+    try:
+        port = p.port
+    except ValueError:
+        port = None
+    return scheme, (p.hostname or "").lower(), port or {"http": 80, "https": 443}.get(scheme)
