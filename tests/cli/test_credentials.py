@@ -131,6 +131,14 @@ def test_secrets_are_redacted_in_errors(hub: RangeServer, clean_env: pytest.Monk
     assert r.code == 2 and secret not in r.err and secret not in r.out
 
 
+def test_a_refused_request_says_how_to_send_credentials_from_the_command_line(data: bytes,
+                                                                             clean_env: pytest.MonkeyPatch) -> None:
+    with RangeServer({"m.safetensors": data}, token="t0k3n") as locked:
+        r = run_cli("inspect", locked.url("m.safetensors"))
+        assert r.code == 2 and "HTTP 401" in r.err and "-H 'Authorization: Bearer ...'" in r.err
+        assert run_cli("inspect", locked.url("m.safetensors"), "-H", "Authorization: Bearer t0k3n").code == 0
+
+
 def test_a_malformed_header_is_refused_without_echoing_it(sample: Path) -> None:
     r = run_cli("inspect", sample, "-H", "Bearer hf_notshown_1234")
     assert r.code == 2 and "Name: value" in r.err

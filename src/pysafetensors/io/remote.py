@@ -328,7 +328,8 @@ class HTTPSource(RangedSource):
             return FileNotFoundError(f"No such file or directory: {self.name}")
         hint = ""
         if code in (401, 403):
-            hint = " (pass a token: storage_options={'token': ...} or headers={'Authorization': ...})"
+            hint = (" (pass a token: storage_options={'token': ...} or headers={'Authorization': ...};"
+                    " on the command line -H 'Authorization: Bearer ...', or HF_TOKEN for the Hub)")
         retried = " (after retries)" if code in RETRY_STATUS else ""
         return RemoteError(
             f"{self.name}: HTTP {code} for Range {rng}{retried}{hint}", url=self.name, status=code, offset=offset
