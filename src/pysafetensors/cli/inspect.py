@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 from collections.abc import Iterator
-from typing import Any
 
 from ..tools.blocks import RepeatedBlock
 from ..tools.summary import (
@@ -41,6 +40,7 @@ from ._common import (
     terminal_safe,
 )
 from ._inputs import open_input
+from ._options import INPUT_HELP
 
 
 def _share(part: int, whole: int) -> str:
@@ -299,15 +299,11 @@ examples:
 """
 
 
-def add_parser(subparsers: Any) -> None:
-    from ._options import INPUT_HELP, command_parser
+DESCRIPTION = ("Summarise a checkpoint from its header alone: file and header size, tensor count, parameters "
+               "per dtype, metadata, repeated blocks; with --tensors or --tree, the tensors themselves.")
 
-    p = command_parser(
-        subparsers, "inspect", help="sizes, parameter counts, metadata, tensors",
-        description="Summarise a checkpoint from its header alone: file and header size, tensor count, parameters "
-                    "per dtype, metadata, repeated blocks; with --tensors or --tree, the tensors themselves.",
-        epilog=EXAMPLES,
-    )
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("file", help=INPUT_HELP)
     p.add_argument("--tensors", action="store_true", help="list every tensor (name, dtype, shape, offsets, bytes)")
     p.add_argument("--tree", action="store_true",
