@@ -317,7 +317,8 @@ def run(args: argparse.Namespace) -> int:
     tree = args.tree or args.depth is not None
     with open_input(args.file, args.remote, gguf=True) as ckpt:
         # The rows only where they are printed (--tensors, or --json, which has them all), and
-        # the tree's node objects only for --json: the text draws it from the summary's groups.
-        result = summarize(ckpt, args.filter, tree=tree and args.json, rows=args.tensors or args.json)
+        # the tree's node objects only for --json: the text draws it from the summary's groups,
+        # which only a tree needs.
+        result = summarize(ckpt, args.filter, tree=tree and args.json, rows=args.tensors or args.json, groups=tree)
     emit(render_inspect(result, "json" if args.json else "text", tensors=args.tensors, depth=args.depth, tree=tree))
     return 0
