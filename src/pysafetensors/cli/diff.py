@@ -81,7 +81,7 @@ def _tensor_counts(r: DiffResult) -> str:
 def render_diff(r: DiffResult, fmt: str = "text") -> str:
     if fmt == "json":
         return render_json(r)
-    gguf = r if isinstance(r, GGUFDiffResult) else None
+    gguf = r.gguf_part()
     if gguf is not None:
         r = _shortened(gguf)
     r = terminal_safe(r)

@@ -240,13 +240,14 @@ def render_inspect(result: Summary, fmt: str = "text", tensors: bool = False, de
         if depth is not None and result.tree is not None:
             result = dataclasses.replace(result, tree=within_depth(result.tree, depth))
         return render_json(result)
-    if isinstance(result, GGUFSummary):
-        meta = _trimmed(result.gguf_metadata)
+    gguf = result.gguf_part()
+    if gguf is not None:
+        meta = _trimmed(gguf.gguf_metadata)
         # Escaped here: everything but the rows, the tree and the metadata, each escaped as it
         # is printed (the rows and tree only when they are, and a column or line at a time).
-        safe = terminal_safe(dataclasses.replace(result, gguf_metadata={}, tensors=[], tree=None))
-        out = _render_gguf(safe, result.tensors, meta, tensors)
-        _tree_lines(result, out, depth, tree)
+        safe = terminal_safe(dataclasses.replace(gguf, gguf_metadata={}, tensors=[], tree=None))
+        out = _render_gguf(safe, gguf.tensors, meta, tensors)
+        _tree_lines(gguf, out, depth, tree)
         return "\n".join(out) + "\n"
     safe = terminal_safe(dataclasses.replace(result, tensors=[], tree=None))
     out = [f"file:        {safe.path}"]

@@ -38,14 +38,13 @@ import os
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
-from math import prod
 from typing import Any, ClassVar, Literal, Protocol, overload, runtime_checkable
 
-from ..errors import GGUFUnsupported, SafetensorError, SourceError, TensorNotFound
+from ..errors import GGUFUnsupported, InvalidIndex, SafetensorError, SourceError, TensorNotFound
 from ..format.dtypes import DType
 from ..format.header import N_LEN, TensorInfo
 from ..gguf.header import GGUFHeader
-from ..gguf.reader import DecodedBytes, GGUFFile, value_dtype
+from ..gguf.reader import DecodedBytes, GGUFFile, GGUFTensor
 from ..gguf.split import open_gguf
 from ..io.locate import Located, is_sharded_path, locate
 from ..io.protocols import capabilities
@@ -139,6 +138,11 @@ class RangedBytes:
         return 0
 
 
+def missing(path: str, name: str) -> TensorNotFound:
+    """The error for a tensor the checkpoint shown as ``path`` does not hold."""
+    return TensorNotFound(f"{path} does not contain tensor {name}", tensor=name)
+
+
 def matches(name: str, patterns: Sequence[str] | None) -> bool:
     """Shell-glob match against any of ``patterns`` (None or empty: everything)."""
     return not patterns or any(fnmatchcase(name, p) for p in patterns)
@@ -165,7 +169,7 @@ class MetadataDisagreement:
 class Checkpoint:
     """One logical checkpoint: every tensor, its bytes, its metadata, however many files hold it."""
 
-    format: ClassVar[str] = "safetensors"
+    format: ClassVar[Literal["safetensors"]] = "safetensors"
 
     path: str  # as shown to people: a URL without credentials or query string
     files: list[SafeFile]
@@ -227,10 +231,10 @@ class Checkpoint:
         return [f.info(n) for n in f.names() if self._owner.get(n) == i]
 
     def _file(self, name: str) -> SafeFile:
-        try:
-            return self.files[self._owner[name]]
-        except KeyError:
-            raise TensorNotFound(f"{self.path} does not contain tensor {name}", tensor=name) from None
+        i = self._owner.get(name)
+        if i is None:
+            raise missing(self.path, name)
+        return self.files[i]
 
     def info(self, name: str) -> TensorInfo:
         return self._file(name).info(name)
@@ -340,11 +344,14 @@ class Checkpoint:
         self.close()
 
 
-def _named(path: str, e: SafetensorError) -> SafetensorError:
-    # Say which file: format errors name tensors and offsets, not the path.
-    if path not in str(e):
+def name_input(path: str, e: SafetensorError) -> SafetensorError:
+    """``e`` saying which input it is about: format errors name tensors and offsets, not the
+    path, so their message gets it in front; the I/O layer's and an index's errors, and those
+    raised with ``input_name`` (a split GGUF set's), name it already.  ``input_name`` is then
+    ``path``, for a message in a user's words (HeaderError.plain)."""
+    if e.input_name is None and not isinstance(e, (SourceError, InvalidIndex)):
         e.args = (f"{path}: {e}",)
-    e.input_name = path  # for a message in a user's words (HeaderError.plain)
+    e.input_name = path
     return e
 
 
@@ -355,7 +362,7 @@ def _from_sharded(path: str, sf: ShardedFile) -> Checkpoint:
             try:
                 files.append(sf.shard(shard))
             except SafetensorError as e:
-                raise _named(redact_url(shard), e) from None
+                raise name_input(redact_url(shard), e) from None
         owner: dict[str, int] = {}
         for i, shard in enumerate(sf.shard_names):
             sf.check(shard, complete=True)  # the index's rule: every mapped tensor is there
@@ -368,39 +375,6 @@ def _from_sharded(path: str, sf: ShardedFile) -> Checkpoint:
 
 
 # --- GGUF -----------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class GGUFTensor:
-    """One GGUF tensor as the tools see it.
-
-    ``type`` is the GGML type as llama.cpp spells it (``Q4_K``, ``F32``; ``unknown_<n>`` for
-    ids this version does not list), ``dims`` GGUF's stored order (fastest-varying first),
-    ``begin``/``end`` its stored bytes relative to the data section.  ``shape`` (PyTorch's
-    order, ``dims`` reversed) and ``dtype`` (:func:`~pysafetensors.gguf.reader.value_dtype`)
-    describe its values, which is what the value tools read.
-    """
-
-    name: str
-    type: str
-    dims: tuple[int, ...]
-    shape: tuple[int, ...]
-    begin: int
-    end: int
-    dtype: DType
-    quantized: bool
-
-    @property
-    def nbytes(self) -> int:
-        return self.end - self.begin
-
-    @property
-    def nelements(self) -> int:
-        return prod(self.shape)
-
-    @property
-    def decoded(self) -> bool:
-        return True
 
 
 class _StoredBytes:
@@ -421,7 +395,7 @@ class GGUFCheckpoint:
     """A GGUF file opened for the tools: the same questions as a :class:`Checkpoint` answers
     (``tensors``, ``info``, ``data``, ``stream``...), plus the GGUF header (``header``)."""
 
-    format: ClassVar[str] = "gguf"
+    format: ClassVar[Literal["gguf"]] = "gguf"
     sharded = False
     index_path: str | None = None
     metadata: dict[str, str] | None = None  # GGUF metadata is typed: ``header.fields``
@@ -432,12 +406,7 @@ class GGUFCheckpoint:
         self.header: GGUFHeader = file.header
         # a split set's files, else this one file
         self.file_names = [os.path.basename(redact_url(p)) for p in file.parts] if len(file.parts) > 1 else [file_name]
-        tensors = []
-        for t in self.header.tensors:
-            gt = t.ggml_type
-            nbytes = t.nbytes or 0
-            tensors.append(GGUFTensor(t.name, gt.name if gt is not None else t.type_name, t.dims, t.shape,
-                                      t.offset, t.offset + nbytes, value_dtype(t), gt is None or gt.quantized))
+        tensors = [GGUFTensor.of(t) for t in self.header.tensors]
         self._tensors = tensors
         self._by_name = {t.name: t for t in tensors}
 
@@ -468,10 +437,10 @@ class GGUFCheckpoint:
         return list(self._tensors)
 
     def info(self, name: str) -> GGUFTensor:
-        try:
-            return self._by_name[name]
-        except KeyError:
-            raise TensorNotFound(f"{self.path} does not contain tensor {name}", tensor=name) from None
+        t = self._by_name.get(name)
+        if t is None:
+            raise missing(self.path, name)
+        return t
 
     def file_of(self, name: str) -> str:
         self.info(name)
@@ -564,7 +533,7 @@ def _open_file(found: Located, gguf: bool, shown: str, gguf_layout: bool) -> Che
         source.close()
         raise GGUFUnsupported(
             f"{shown} is a GGUF file; this command works on safetensors checkpoints (inspect, id, diff, validate "
-            "and stats read GGUF; `pysafetensors convert IN.gguf OUT.safetensors` converts it)"
+            "and stats read GGUF; `pysafetensors convert IN.gguf OUT.safetensors` converts it)", input_name=shown
         )
     gguf_file = open_gguf(source, validate=gguf_layout, unknown_types=True, open_part=found.sibling_opener())
     return GGUFCheckpoint(shown, gguf_file, file_name)
@@ -601,7 +570,7 @@ def open_checkpoint(path: str | os.PathLike[str], storage_options: Mapping[str, 
             return _open_file(found, gguf, shown, gguf_layout)
         sharded = open_index(found.location, None, storage_options)  # the backend is chosen per file
     except SafetensorError as e:
-        raise _named(shown, e) from None
+        raise name_input(shown, e) from None
     return _from_sharded(shown, sharded)
 
 __all__ = ["AnyCheckpoint", "Checkpoint", "GGUFCheckpoint", "GGUFTensor", "MetadataDisagreement", "RangedBytes",

@@ -81,6 +81,10 @@ class Summary(JsonResult):
     # neither was): what ``inspect`` draws its tree from, node objects made only for what it shows.
     _groups: tuple[PrefixGroups, TensorColumns] | None = field(default=None, repr=False, compare=False)
 
+    def gguf_part(self) -> GGUFSummary | None:
+        """This summary with its GGUF fields (a GGUF file's), else None."""
+        return None
+
 
 @dataclass
 class GGUFTensorRow(TensorRow):
@@ -100,6 +104,9 @@ class GGUFSummary(Summary):
     gguf_version: int = 0
     alignment: int = 0
     gguf_metadata: dict[str, GGUFMetadataEntry] = field(default_factory=dict)
+
+    def gguf_part(self) -> GGUFSummary | None:
+        return self
 
 
 @dataclass
@@ -222,11 +229,11 @@ def summarize(
     out the grouping a text tree is drawn from (``inspect`` without ``--tree``): the repeated
     blocks are the same, found without sorting the names naturally.
     """
-    if isinstance(ckpt, GGUFCheckpoint):
-        return _summarize_gguf(ckpt, patterns, tree, groups)
     if isinstance(ckpt, (str, os.PathLike)):
         with open_checkpoint(ckpt, gguf=True) as opened:
             return summarize(opened, patterns, tree, rows=rows, groups=groups)
+    if ckpt.format == "gguf":
+        return summarize_gguf(ckpt, patterns, tree, groups)
     columns = tensor_columns(ckpt, patterns)
     return _summarize(ckpt, columns, columns.rows() if rows else [], patterns, tree, groups=groups)
 
@@ -254,7 +261,9 @@ def _summarize(ckpt: Checkpoint, columns: TensorColumns, rows: list[TensorRow], 
     )
 
 
-def _summarize_gguf(ckpt: GGUFCheckpoint, patterns: Sequence[str] | None, tree: bool, groups: bool) -> GGUFSummary:
+def summarize_gguf(ckpt: GGUFCheckpoint, patterns: Sequence[str] | None = None, tree: bool = False,
+                   groups: bool = True) -> GGUFSummary:
+    """:func:`summarize` of a GGUF file."""
     rows: list[TensorRow] = [
         GGUFTensorRow(t.name, t.type, list(t.shape), [t.begin, t.end], t.nbytes, t.nelements, None, list(t.dims))
         for t in ckpt.tensors
