@@ -176,7 +176,7 @@ class ShardedFile:
                 check = self._checks.get(shard)
             first = check is None
             if check is None:
-                check = check_shard(self.index, shard, (t.name for t in f.header.tensors), f.metadata)
+                check = check_shard(self.index, shard, f.header.names, f.metadata)
                 if check.mixed:
                     raise CheckpointMismatch(
                         check.describe_mixed(self.name), shard=shard, index_id=check.index_id, shard_id=check.shard_id
