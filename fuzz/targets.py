@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from pysafetensors import SafetensorError, deserialize, safe_open
-from pysafetensors.format import Header, TensorInfo, parse_header, parse_header_length
+from pysafetensors.format import Header, parse_header, parse_header_length
 from pysafetensors.format import header as header_mod
 
 from .differential import COUNTS as DIFFERENTIAL_COUNTS
@@ -77,7 +77,7 @@ def target_fast_path(data: bytes, rng: random.Random) -> None:
     paths: list[tuple[str, Callable[[], Any]]] = [("json", lambda: header_mod._fast_header(text, n, size))]
     typed = header_mod._typed_entries()
     if typed is not None:
-        paths.append(("msgspec", lambda: header_mod._typed_header.fast_header(text, n, size, typed, Header, TensorInfo)))
+        paths.append(("msgspec", lambda: header_mod._typed_header.fast_header(text, n, size, typed, Header)))
     for path, fast in paths:
         try:
             answer = fast()

@@ -12,7 +12,6 @@ import operator
 import os
 import threading
 from collections.abc import Iterator
-from functools import cached_property
 from typing import Any, NamedTuple, Protocol, cast, runtime_checkable
 
 from .errors import (
@@ -230,11 +229,6 @@ class SafeFile:
         self._data_start = self.header.data_start  # asked for on every read
 
     # --- header facts -----------------------------------------------------------------
-    @cached_property
-    def _by_name(self) -> dict[str, TensorInfo]:
-        # Built on first lookup: opening for keys()/metadata() never pays for it.
-        return self.header.by_name()
-
     @property
     def name(self) -> str:
         """The source's name: the path, or the URL without credentials."""
@@ -246,7 +240,7 @@ class SafeFile:
 
     def names(self) -> list[str]:
         """Names in file (offset) order."""
-        return [t.name for t in self.header.tensors]
+        return list(self.header.names)
 
     def sorted_names(self) -> list[str]:
         """Names sorted (``safe_open.keys()``)."""
@@ -254,7 +248,7 @@ class SafeFile:
         return sorted(self.names())
 
     def __contains__(self, name: object) -> bool:
-        return isinstance(name, str) and name in self._by_name
+        return isinstance(name, str) and name in self.header.index
 
     def info(self, name: str) -> TensorInfo:
         self.check_open()
@@ -262,8 +256,12 @@ class SafeFile:
 
     def entry(self, name: str) -> TensorInfo:
         """The header entry of ``name``, open or closed (the header outlives the source)."""
+        return self.header.entry(self._position(name))
+
+    def _position(self, name: str) -> int:
+        """Where ``name`` is in file order (TensorNotFound when the header has no such tensor)."""
         try:
-            return self._by_name[name]
+            return self.header.index[name]
         except (KeyError, TypeError):
             raise TensorNotFound(f"File does not contain tensor {name}", tensor=name) from None
 
@@ -277,12 +275,20 @@ class SafeFile:
 
     def raw(self, name: str) -> RawTensor:
         """The whole tensor: a zero-copy view when the source allows it, else a fresh read."""
-        info = self.info(name)
+        self.check_open()
+        i = self._position(name)
+        header = self.header
+        if self._views is not None:  # the per-call path of get_tensor: no entry built
+            begin = header.offsets[i]
+            start = self._data_start + begin
+            try:
+                data = self._views.view(start, header.offsets[i + 1] - begin)
+            except OSError as e:
+                raise self._read_error(e, start, header.offsets[i + 1] - begin, name) from e
+            return RawTensor(name, header.dtypes[i], header.shapes[i], data, True, self._writable_views)
+        info = header.entry(i)
         start = self._data_start + info.begin
         try:
-            if self._views is not None:
-                data = self._views.view(start, info.end - info.begin)
-                return RawTensor(info.name, info.dtype, info.shape, data, True, self._writable_views)
             # A big tensor is read like a whole file: in chunks, by the CPUs available.
             workers = read_workers(self.source, info.nbytes)
             if info.nbytes >= _memory.CHECK_FROM:  # the message is only worth building then
@@ -327,13 +333,15 @@ class SafeFile:
                 raise self._read_error(e, start, total) from e
             if advise:
                 self.advise_all()
-            for t in header.tensors:
-                yield RawTensor(t.name, t.dtype, t.shape, region[t.begin : t.end], True, self._writable_views)
+            writable = self._writable_views
+            offsets = header.offsets
+            for i, (name, dtype, shape) in enumerate(zip(header.names, header.dtypes, header.shapes)):
+                yield RawTensor(name, dtype, shape, region[offsets[i] : offsets[i + 1]], True, writable)
             return
         # Several reading threads fault the buffer in themselves, in parallel (see alloc).
         workers = read_workers(self.source, total, threads)
         if not checked:
-            self.check_memory(total, f"all tensors ({len(header.tensors)})", workers, bulk=True)
+            self.check_memory(total, f"all tensors ({len(header.names)})", workers, bulk=True)
         buf = alloc(total, populate=workers == 1)
         if total:
             self.check_open()
@@ -341,8 +349,7 @@ class SafeFile:
                 parallel_read(self.source, start, buf, workers)
             except OSError as e:
                 raise self._read_error(e, start, total, buffer=buf) from e
-        for t in header.tensors:
-            yield RawTensor(t.name, t.dtype, t.shape, buf[t.begin : t.end], False, True)
+        yield from _views_of(header, buf)
 
     def advise_all(self, read_ahead: int | None = None) -> int:
         """Prepare a mapped file's data region for a bulk load (see ``raw_all``): map it in
@@ -577,9 +584,15 @@ class RegionRead:
         return self.file._read_error(e, self.start, self.size, buffer=self.buffer)
 
     def tensors(self) -> Iterator[RawTensor]:
-        buf = self.buffer
-        for t in self.file.header.tensors:
-            yield RawTensor(t.name, t.dtype, t.shape, buf[t.begin : t.end], False, True)
+        return _views_of(self.file.header, self.buffer)
+
+
+def _views_of(header: Header, buf: memoryview) -> Iterator[RawTensor]:
+    """Every tensor of ``header`` in file order, each a view of ``buf`` (its data region read
+    into a fresh buffer)."""
+    offsets = header.offsets
+    for i, (name, dtype, shape) in enumerate(zip(header.names, header.dtypes, header.shapes)):
+        yield RawTensor(name, dtype, shape, buf[offsets[i] : offsets[i + 1]], False, True)
 
 
 @runtime_checkable

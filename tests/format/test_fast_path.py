@@ -35,7 +35,7 @@ def _parse_both(text: bytes, size: int) -> tuple[Any, Any]:
     """The fast paths' answer (json's and msgspec's must agree) and the rules' (or their error)."""
     fast = header_mod._fast_header(text.decode(), len(text), size)
     typed = header_mod._typed_header.fast_header(text.decode(), len(text), size, header_mod._typed_entries(),
-                                                 header_mod.Header, header_mod.TensorInfo)
+                                                 header_mod.Header)
     typed = None if typed is header_mod._typed_header.NOT_CANONICAL else typed
     assert typed is None or fast is None or typed == fast
     fast = fast if fast is not None else typed
@@ -189,7 +189,7 @@ def test_msgspec_path_takes_what_writers_write_and_defers_the_rest() -> None:
     text = upstream_np.save({"a": np.zeros(3, np.float32), "b": np.zeros((2, 0), np.int8)}, metadata={"k": "v"})
     n = int.from_bytes(text[:8], "little")
     header = text[8 : 8 + n].decode()
-    fast = header_mod._typed_header.fast_header(header, n, len(text), typed, header_mod.Header, header_mod.TensorInfo)
+    fast = header_mod._typed_header.fast_header(header, n, len(text), typed, header_mod.Header)
     assert fast is not None and fast == header_mod._careful_header(text[8 : 8 + n], len(text))
     for odd in ['{"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"__metadata__":{"k":"v"}}',  # metadata last
                 '{"__metadata__":{"k":"v"},"__metadata__":null,"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}}',
@@ -201,8 +201,8 @@ def test_msgspec_path_takes_what_writers_write_and_defers_the_rest() -> None:
                 '{"a":{"dtype":"F32","dtype":"F32","shape":[2],"data_offsets":[0,8]}}',
                 '{"a":{"dtype":"F32","shape":[0,18446744073709551616],"data_offsets":[0,0]}}']:
         size = 8 + len(odd) + 8
-        assert header_mod._typed_header.fast_header(odd, len(odd), size, typed, header_mod.Header,
-                                                    header_mod.TensorInfo) in (None, header_mod._typed_header.NOT_CANONICAL), odd
+        assert header_mod._typed_header.fast_header(odd, len(odd), size, typed,
+                                                    header_mod.Header) in (None, header_mod._typed_header.NOT_CANONICAL), odd
 
 
 def test_only_large_headers_import_msgspec(tmp_path: Path) -> None:

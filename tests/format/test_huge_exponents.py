@@ -72,7 +72,7 @@ def test_every_path_gives_upstreams_verdict_and_words(text: str, tmp_path: Path)
         assert header_mod._fast_header(header.decode(), len(header), size) is None
         if typed is not None:
             answer = header_mod._typed_header.fast_header(header.decode(), len(header), size, typed,
-                                                          header_mod.Header, header_mod.TensorInfo)
+                                                          header_mod.Header)
             assert answer is None or answer is header_mod._typed_header.NOT_CANONICAL
 
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 from collections.abc import Iterator
-from typing import Any
 
 from ..tools.blocks import RepeatedBlock
 from ..tools.summary import (
@@ -41,6 +40,7 @@ from ._common import (
     terminal_safe,
 )
 from ._inputs import open_input
+from ._options import INPUT_HELP
 
 
 def _share(part: int, whole: int) -> str:
@@ -300,15 +300,11 @@ examples:
 """
 
 
-def add_parser(subparsers: Any) -> None:
-    from ._options import INPUT_HELP, command_parser
+DESCRIPTION = ("Summarise a checkpoint from its header alone: file and header size, tensor count, parameters "
+               "per dtype, metadata, repeated blocks; with --tensors or --tree, the tensors themselves.")
 
-    p = command_parser(
-        subparsers, "inspect", help="sizes, parameter counts, metadata, tensors",
-        description="Summarise a checkpoint from its header alone: file and header size, tensor count, parameters "
-                    "per dtype, metadata, repeated blocks; with --tensors or --tree, the tensors themselves.",
-        epilog=EXAMPLES,
-    )
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("file", help=INPUT_HELP)
     p.add_argument("--tensors", action="store_true", help="list every tensor (name, dtype, shape, offsets, bytes)")
     p.add_argument("--tree", action="store_true",
@@ -322,7 +318,8 @@ def run(args: argparse.Namespace) -> int:
     tree = args.tree or args.depth is not None
     with open_input(args.file, args.remote, gguf=True) as ckpt:
         # The rows only where they are printed (--tensors, or --json, which has them all), and
-        # the tree's node objects only for --json: the text draws it from the summary's groups.
-        result = summarize(ckpt, args.filter, tree=tree and args.json, rows=args.tensors or args.json)
+        # the tree's node objects only for --json: the text draws it from the summary's groups,
+        # which only a tree needs.
+        result = summarize(ckpt, args.filter, tree=tree and args.json, rows=args.tensors or args.json, groups=tree)
     emit(render_inspect(result, "json" if args.json else "text", tensors=args.tensors, depth=args.depth, tree=tree))
     return 0

@@ -9,14 +9,13 @@ module parses arguments and renders.  Exit codes: 0 ok, 1 ``get KEY`` of a missi
 from __future__ import annotations
 
 import argparse
-from typing import Any
 
 from ..errors import MetadataKeyNotFound
 from ..tools.metadata import MetadataResult, edit_metadata, load_json_metadata, parse_assignments, read_metadata
 from ._common import disagreement_lines, emit, progress_factory, render_json, terminal_safe
 from ._inputs import open_input
 
-__all__ = ["add_parser", "load_json_metadata", "parse_assignments", "render_metadata", "run"]
+__all__ = ["add_arguments", "load_json_metadata", "parse_assignments", "render_metadata", "run"]
 
 
 def render_metadata(r: MetadataResult, fmt: str = "text") -> str:
@@ -74,17 +73,15 @@ examples:
 """
 
 
-def add_parser(subparsers: Any) -> None:
+DESCRIPTION = ("Read or edit the string-to-string __metadata__ of a checkpoint.  Edits rewrite only the header "
+               "when it fits (in place), else the whole file via a temporary file and a rename.")
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
     from ._options import common_options
 
     common = common_options()
     raw = argparse.RawDescriptionHelpFormatter
-    p = subparsers.add_parser(
-        "metadata", parents=[common], help="get, set, unset or strip __metadata__",
-        description="Read or edit the string-to-string __metadata__ of a checkpoint.  Edits rewrite only the "
-                    "header when it fits (in place), else the whole file via a temporary file and a rename.",
-        epilog=EXAMPLES, formatter_class=raw,
-    )
     p.add_argument("file", help="a .safetensors file, an index JSON, a checkpoint directory, a URL or a pipe "
                                 "(URLs and pipes: get, or an edit with --output)")
     actions = p.add_subparsers(dest="action", metavar="ACTION", required=True, parser_class=type(p))

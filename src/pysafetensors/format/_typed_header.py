@@ -51,9 +51,9 @@ def decoder() -> Callable[[str], Any] | None:
     return entries
 
 
-def fast_header(text: str, n: int, file_size: int, entries_of: Callable[[str], Any], make: Callable[..., Any],
-                tensor_info: Any) -> Any:
-    """The header built by ``make(tensors, metadata, n)``, or None to leave it to the rules."""
+def fast_header(text: str, n: int, file_size: int, entries_of: Callable[[str], Any], make: Callable[..., Any]) -> Any:
+    """The header built by ``make(names, dtypes, shapes, offsets, metadata, n)`` (the columns of
+    ``header.Header``), or None to leave it to the rules."""
     if not screen(text, booleans=False):  # msgspec's typed decoding refuses booleans itself
         return None
     may_be_negative = "-" in text
@@ -79,12 +79,16 @@ def fast_header(text: str, n: int, file_size: int, entries_of: Callable[[str], A
     entries = entries_of(body)
     if entries is None:
         return None
-    tensors: list[Any] = []
-    append = tensors.append
-    build = tuple.__new__
+    names = list(entries)
+    dtypes: list[Any] = []
+    shapes: list[tuple[int, ...]] = []
+    offsets = [0]
+    add_dtype, add_shape, add_end = dtypes.append, shapes.append, offsets.append
+    shared: dict[tuple[int, ...], tuple[int, ...]] = {}  # one tuple per distinct shape
+    share = shared.setdefault
     get_dtype = BY_CODE.__getitem__
     expected = 0
-    for name, entry in entries.items():
+    for entry in entries.values():
         begin, end = entry.data_offsets
         if begin != expected:
             return None
@@ -93,7 +97,10 @@ def fast_header(text: str, n: int, file_size: int, entries_of: Callable[[str], A
         if not span_fits(shape, dtype.bits, begin, end, may_be_negative):
             return None
         expected = end
-        append(build(tensor_info, (name, dtype, tuple(shape), begin, end)))
-    if not complete(text, n, "".join(entries), len(entries), has_metadata_key, metadata, expected, file_size):
+        add_dtype(dtype)
+        key = tuple(shape)
+        add_shape(share(key, key))
+        add_end(end)
+    if not complete(text, n, "".join(names), len(names), has_metadata_key, metadata, expected, file_size):
         return None
-    return make(tuple(tensors), metadata, n)
+    return make(names, dtypes, shapes, offsets, metadata, n)

@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from math import prod
 from typing import Any, NamedTuple
 
@@ -44,8 +43,8 @@ __all__ = [
 class TensorInfo(NamedTuple):
     """One header entry: where a tensor's bytes are and how to read them.
 
-    A NamedTuple (immutable) rather than a dataclass: the fast header path builds one per
-    tensor with ``tuple.__new__``, which is what makes 100,000-tensor headers cheap to open.
+    A NamedTuple (immutable) rather than a dataclass: ``Header`` builds one per lookup with
+    ``tuple.__new__``, the cheapest object there is to build.
     """
 
     name: str
@@ -73,13 +72,41 @@ class TensorInfo(NamedTuple):
         return False
 
 
-@dataclass(frozen=True)
 class Header:
-    """A validated header.  ``tensors`` is in file order (by data offset)."""
+    """A validated header: its tensors in file order (by data offset), and its metadata.
 
-    tensors: tuple[TensorInfo, ...]
-    metadata: dict[str, str] | None
-    header_size: int  # N, the JSON length including padding
+    Held as columns (``names``, ``dtypes``, ``shapes``, ``offsets``) rather than one entry
+    object per tensor: opening a file then keeps a handful of container objects whatever its
+    tensor count.  Every object the cyclic garbage collector tracks counts towards its next
+    collection, and in a process holding a large framework (torch) a full collection walks
+    all of that framework's objects, so an open that kept thousands of entries would bring
+    one forward into the caller's loop.  Entries are built on demand (``entry``,
+    ``tensors``, ``by_name``).  Shapes are shared between tensors of the same shape.
+
+    Tensor ``i`` spans ``offsets[i]`` to ``offsets[i + 1]`` of the data region: the rules
+    make the spans contiguous from 0, so one list holds every begin and end.  Read-only by
+    convention, like the entries it hands out.
+    """
+
+    __slots__ = ("_index", "_tensors", "dtypes", "header_size", "metadata", "names", "offsets", "shapes")
+
+    def __init__(
+        self,
+        names: list[str],
+        dtypes: list[DType],
+        shapes: list[tuple[int, ...]],
+        offsets: list[int],
+        metadata: dict[str, str] | None,
+        header_size: int,
+    ) -> None:
+        self.names = names
+        self.dtypes = dtypes
+        self.shapes = shapes
+        self.offsets = offsets  # len(names) + 1 entries, the first 0
+        self.metadata = metadata
+        self.header_size = header_size  # N, the JSON length including padding
+        self._index: dict[str, int] | None = None
+        self._tensors: tuple[TensorInfo, ...] | None = None
 
     @property
     def data_start(self) -> int:
@@ -88,10 +115,49 @@ class Header:
 
     @property
     def data_size(self) -> int:
-        return self.tensors[-1].end if self.tensors else 0
+        return self.offsets[-1]
+
+    @property
+    def index(self) -> dict[str, int]:
+        """Tensor name -> its position in file order (built on first use: opening for
+        ``keys()`` never pays for it).  Holds only strings and ints, which the collector
+        does not track."""
+        index = self._index
+        if index is None:
+            index = self._index = dict(zip(self.names, range(len(self.names))))
+        return index
+
+    def entry(self, i: int) -> TensorInfo:
+        """The entry of the ``i``-th tensor in file order, built now."""
+        offsets = self.offsets
+        return tuple.__new__(TensorInfo, (self.names[i], self.dtypes[i], self.shapes[i], offsets[i], offsets[i + 1]))
+
+    @property
+    def tensors(self) -> tuple[TensorInfo, ...]:
+        """Every entry, in file order (built on first use, for tools that walk them all)."""
+        tensors = self._tensors
+        if tensors is None:
+            offsets = self.offsets
+            make = tuple.__new__
+            tensors = self._tensors = tuple(
+                make(TensorInfo, (name, dtype, shape, offsets[i], offsets[i + 1]))
+                for i, (name, dtype, shape) in enumerate(zip(self.names, self.dtypes, self.shapes))
+            )
+        return tensors
 
     def by_name(self) -> dict[str, TensorInfo]:
         return {t.name: t for t in self.tensors}
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Header):
+            return NotImplemented
+        return (self.names, self.dtypes, self.shapes, self.offsets, self.metadata, self.header_size) == (
+            other.names, other.dtypes, other.shapes, other.offsets, other.metadata, other.header_size)
+
+    __hash__ = None  # type: ignore[assignment]  # equal by value, and mutable metadata
+
+    def __repr__(self) -> str:
+        return f"Header(tensors={self.tensors!r}, metadata={self.metadata!r}, header_size={self.header_size!r})"
 
 
 # --- parsing ------------------------------------------------------------------------------
@@ -155,7 +221,7 @@ def _fast_parse(header: bytes | bytearray | memoryview, file_size: int) -> tuple
     typed = _typed_entries() if n >= TYPED_FROM else None
     fast: Any = _typed_header.NOT_CANONICAL
     if typed is not None:
-        fast = _typed_header.fast_header(text, n, file_size, typed, Header, TensorInfo)
+        fast = _typed_header.fast_header(text, n, file_size, typed, Header)
     if fast is _typed_header.NOT_CANONICAL:  # no msgspec, or __metadata__ not first: json's path
         fast = _fast_header(text, n, file_size)
     return (fast if isinstance(fast, Header) else None), text
@@ -193,8 +259,12 @@ def _careful_header(header: bytes | bytearray | memoryview, file_size: int, text
 
 def _header_of(entries: list[Any], metadata: dict[str, str] | None, n: int) -> Header:
     """The header of the rules' entries (sorted by offset) and metadata."""
-    tensors = tuple(TensorInfo(name, dtype, shape, begin, end) for begin, end, _, name, dtype, shape in entries)
-    return Header(tensors, metadata, n)
+    shared: dict[tuple[int, ...], tuple[int, ...]] = {}
+    share = shared.setdefault
+    offsets = [0]
+    offsets += [end for _, end, _, _, _, _ in entries]
+    return Header([e[3] for e in entries], [e[4] for e in entries], [share(e[5], e[5]) for e in entries], offsets,
+                  metadata, n)
 
 
 _ABSENT = object()
@@ -226,13 +296,19 @@ def _fast_header(text: str, n: int, file_size: int) -> Header | None:
         if not metadata_fits(value):
             return None
         metadata = value
-    tensors: list[TensorInfo] = []
-    append = tensors.append
+    names = list(raw)
+    dtypes: list[DType] = []
+    shapes: list[tuple[int, ...]] = []
+    offsets = [0]
+    add_dtype, add_shape, add_end = dtypes.append, shapes.append, offsets.append
+    # One tuple per distinct shape, shared by the tensors of that shape (a checkpoint has few):
+    # the others are freed as soon as they are made.
+    shared: dict[tuple[int, ...], tuple[int, ...]] = {}
+    share = shared.setdefault
     get_dtype = BY_CODE.get
-    make = tuple.__new__
     expected = 0
     try:
-        for name, value in raw.items():
+        for value in raw.values():
             # Exactly the three fields: an extra one may hold what serde rejects (deep
             # nesting, out-of-range numbers), which only the rules check.
             if type(value) is not dict or len(value) != 3:
@@ -249,12 +325,15 @@ def _fast_header(text: str, n: int, file_size: int) -> Header | None:
             if (shape and type(sum(shape)) is not int) or not span_fits(shape, dtype.bits, begin, end, may_be_negative):
                 return None
             expected = end
-            append(make(TensorInfo, (name, dtype, tuple(shape), begin, end)))
+            add_dtype(dtype)
+            key = tuple(shape)
+            add_shape(share(key, key))
+            add_end(end)
     except (KeyError, TypeError, ValueError, OverflowError):  # OverflowError: sum() of a huge int and a float
         return None
-    if not complete(text, n, "".join(raw), len(tensors), has_metadata_key, metadata, expected, file_size):
+    if not complete(text, n, "".join(names), len(names), has_metadata_key, metadata, expected, file_size):
         return None
-    return Header(tuple(tensors), metadata, n)
+    return Header(names, dtypes, shapes, offsets, metadata, n)
 
 
 # --- encoding -----------------------------------------------------------------------------
