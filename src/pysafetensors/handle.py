@@ -130,20 +130,24 @@ class safe_open:
 class SafeSlice:
     """Returned by ``safe_open.get_slice``: shape and dtype now, bytes on indexing."""
 
-    # One is made per tensor by loaders that keep them (transformers): slots, and the header
-    # entry looked up once by ``get_slice``.
-    __slots__ = ("_handle", "_info", "_name")
+    # One is made per tensor by loaders that keep them (transformers): slots, and only what the
+    # header entry says (its dtype, and its shape tuple, which the header shares between
+    # tensors), so a kept slice is one object for the garbage collector, not three.
+    __slots__ = ("_dtype", "_handle", "_name", "_shape")
 
     def __init__(self, handle: safe_open, name: str, info: TensorInfo | None = None) -> None:
         self._handle = handle
         self._name = name
-        self._info = handle._file.info(name) if info is None else info
+        if info is None:
+            info = handle._file.info(name)
+        self._dtype = info.dtype
+        self._shape = info.shape
 
     def get_shape(self) -> list[int]:
-        return list(self._info.shape)
+        return list(self._shape)
 
     def get_dtype(self) -> str:
-        return self._info.dtype.code
+        return self._dtype.code
 
     @property
     def shape(self) -> list[int]:
@@ -154,13 +158,13 @@ class SafeSlice:
         return self.get_dtype()
 
     def __len__(self) -> int:
-        if not self._info.shape:
+        if not self._shape:
             raise TypeError("len() of a 0-d tensor")
-        return self._info.shape[0]
+        return self._shape[0]
 
     def __getitem__(self, index: Any) -> Any:
         h = self._handle
-        if is_full_index(index, len(self._info.shape)):
+        if is_full_index(index, len(self._shape)):
             # ``[:]``, ``[...]``: the whole tensor, as get_tensor reads it (no slice plan).
             return h._adapter.from_raw(h._file.raw(self._name), h._device)
         return h._adapter.get_slice(h._file, self._name, index, h._device)

@@ -162,7 +162,9 @@ def test_backends_by_device_decide_once_per_filesystem(tmp_path, monkeypatch) ->
     monkeypatch.setattr(fstype, "default_backend", lambda p, m=None: calls.append(p) or real(p, m))
     choose = fstype.BackendsByDevice()
     assert [choose(p) for p in paths] == [real(p) for p in paths]
-    assert len(calls) == 1  # one filesystem: one lookup in the table
+    # One filesystem: one lookup in the table (none when this process has decided it already,
+    # see the next test).
+    assert len(calls) <= 1
     # Another machine's table: device numbers say nothing about it, every path is looked up.
     table = tmp_path / "mountinfo"
     table.write_text(f"50 22 0:60 / {tmp_path} rw - nfs4 server:/x rw\n")
@@ -171,3 +173,20 @@ def test_backends_by_device_decide_once_per_filesystem(tmp_path, monkeypatch) ->
     choose = fstype.BackendsByDevice()
     assert [choose(p) for p in paths] == ["pread"] * 4
     assert len(calls) == 4
+
+
+def test_a_block_device_filesystem_is_decided_once_per_process(tmp_path, monkeypatch) -> None:
+    from pysafetensors.io import fstype
+
+    monkeypatch.delenv("PYSAFETENSORS_MOUNTINFO", raising=False)
+    path = tmp_path / "m.safetensors"
+    path.write_bytes(b"")
+    expected = fstype.default_backend(path)
+    reads = []
+    real = fstype.read_mountinfo
+    monkeypatch.setattr(fstype, "read_mountinfo", lambda: reads.append(1) or real())
+    assert [fstype.local_backend(str(path)) for _ in range(3)] == [expected] * 3
+    if os.major(os.stat(path).st_dev):  # a disk: its filesystem stays while the process runs
+        assert len(reads) <= 1
+    else:  # an anonymous device (tmpfs, overlay...): its number may be reused, asked every time
+        assert len(reads) == 3

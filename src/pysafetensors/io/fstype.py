@@ -102,17 +102,34 @@ def default_backend(path: str | os.PathLike[str], mountinfo: str | None = None) 
         return "mmap"
 
 
+# This machine's decisions for filesystems on block devices, by device number, kept for the
+# process's life: such a number names one disk (partition), so it keeps its filesystem while the
+# process runs, and a local open then reads no mount table (reading /proc/self/mountinfo costs
+# as much as parsing a small header).  Anonymous device numbers (major 0: NFS, FUSE, tmpfs,
+# overlay, btrfs subvolumes) go to the next filesystem mounted once one is unmounted, so those
+# are decided afresh for each ``BackendsByDevice``.
+_BLOCK_DEVICES: dict[int, str] = {}
+_major = getattr(os, "major", None)  # absent on Windows, which has no mount table to read
+
+
 class BackendsByDevice:
     """``default_backend`` for many paths under one reading of the mount table (the shards of a
     checkpoint).  With this machine's own table, decided once per filesystem (``st_dev``: one
-    filesystem, one type) rather than resolving every path and matching it against the table;
-    with another table (``PYSAFETENSORS_MOUNTINFO``), whose mounts the local device numbers say
-    nothing about, path by path."""
+    filesystem, one type) rather than resolving every path and matching it against the table,
+    and once per process for a block device's filesystem; with another table
+    (``PYSAFETENSORS_MOUNTINFO``), whose mounts the local device numbers say nothing about,
+    path by path.  The table is read when a decision first needs it."""
 
     def __init__(self) -> None:
-        self.mountinfo = read_mountinfo() or ""
+        self._mountinfo: str | None = None
         self._live = not os.environ.get(MOUNTINFO_ENV)
         self._by_device: dict[int, str] = {}
+
+    @property
+    def mountinfo(self) -> str:
+        if self._mountinfo is None:
+            self._mountinfo = read_mountinfo() or ""
+        return self._mountinfo
 
     def __call__(self, path: str | os.PathLike[str]) -> str:
         if not self._live:
@@ -121,7 +138,14 @@ class BackendsByDevice:
             device = os.stat(path).st_dev
         except (OSError, ValueError):
             return default_backend(path, self.mountinfo)  # opening it gives the real error
-        chosen = self._by_device.get(device)
+        known = _BLOCK_DEVICES if _major is not None and _major(device) else self._by_device
+        chosen = known.get(device)
         if chosen is None:
-            chosen = self._by_device[device] = default_backend(path, self.mountinfo)
+            chosen = known[device] = default_backend(path, self.mountinfo)
         return chosen
+
+
+def local_backend(path: str) -> str:
+    """``default_backend`` for one local file, with this machine's decisions per block device
+    (see ``BackendsByDevice``)."""
+    return BackendsByDevice()(path)

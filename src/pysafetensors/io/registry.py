@@ -133,7 +133,7 @@ def open_source(
 
 
 def _open_local(path: str, backend: str | None) -> ByteSource:
-    chosen = backend or fstype.default_backend(path)
+    chosen = backend or fstype.local_backend(path)
     return MmapSource(path) if chosen == "mmap" else PreadSource(path)
 
 
