@@ -406,8 +406,8 @@ def value_pair(a: AnyCheckpoint, b: AnyCheckpoint, name: str
     for side in (sa, sb):
         if name not in side.own:
             raise missing(side.ckpt.path, name)
-    (ta, da), = sa.values([name])
-    (tb, db), = sb.values([name])
+    (_, ta, da), = _side_stream(sa).items([name])
+    (_, tb, db), = _side_stream(sb).items([name])
     return (ta, da), (tb, db)
 
 
@@ -642,12 +642,6 @@ class _Side:
     dropped: dict[str, str] = field(default_factory=dict)  # GGUF name -> why it is not compared
     warning: str | None = None  # the mapping's caveat (no table for the architecture)
     mapped_file: GGUFCheckpoint | None = None  # the GGUF read under Hugging Face names (a mapped side)
-
-    def values(self, shown: list[str]) -> Iterator[tuple[ValueTensor, TensorBytes]]:
-        if self.mapped_file is not None:
-            return mapped_values(self.mapped_file, [self.mapped[n] for n in shown])
-        names = [self.own[n] for n in shown]
-        return iter(self.ckpt.stream(names))
 
 
 def mapped_values(ckpt: GGUFCheckpoint, tensors: list[MappedTensor]) -> Iterator[tuple[ValueTensor, TensorBytes]]:
