@@ -43,7 +43,7 @@ from .format.index import (
     shard_names,
     without_checkpoint_id,
 )
-from .format.layout import unique_by_name
+from .format.layout import checked_name, unique_by_name
 from .format.slicing import SlicePlan
 from .io.locate import (
     backend_chooser,
@@ -547,10 +547,12 @@ def write_sharded(
         raise SerializeError("metadata key 'total_size' is reserved for the index (sum of tensor bytes)")
     if metadata is not None and CHECKPOINT_ID_KEY in metadata:
         raise SerializeError(f"metadata key {CHECKPOINT_ID_KEY!r} is reserved for the checkpoint id")
-    named = unique_by_name(items, lambda i: i.name)
+    # The save's one check of the names (a str, not __metadata__, each once): the plan and
+    # every shard's layout trust it.
+    named = unique_by_name(items, lambda i: checked_name(i.name))
     ids = storage_ids or {}
     sizes = {i.name: _nbytes(i) for i in named.values()}
-    plan = plan_shards(((n, sizes[n], ids.get(n)) for n in named), max_shard_size)
+    plan = plan_shards(((n, sizes[n], ids.get(n)) for n in named), max_shard_size, names_checked=True)
     files = shard_names(len(plan), basename, variant)
     index_name = index_file_name(basename, variant)
     base_meta = without_checkpoint_id(metadata if shard_metadata is None else shard_metadata)
@@ -568,7 +570,8 @@ def write_sharded(
     if len(plan) == 1:
         # One plain file, replaced atomically; then the old index goes (the switch), then its shards.
         single = target.join(files[0])
-        write_file([named[n] for n in plan[0]], single, base_meta, durable=durable, storage_options=storage_options)
+        write_file([named[n] for n in plan[0]], single, base_meta, durable=durable, storage_options=storage_options,
+                   names_checked=True)
         target.remove([index_name, *_stale_shards(target.names(), files, basename, variant)])
         return single
 
@@ -583,7 +586,7 @@ def write_sharded(
     try:
         for shard_file, shard in zip(files, plan):
             write_file([named[n] for n in shard], stage.file(shard_file), shard_meta, durable=durable,
-                       storage_options=storage_options)
+                       storage_options=storage_options, names_checked=True)
         with open_sink(stage.file(index_name), durable=durable, storage_options=storage_options) as sink:
             sink.write([encode_index(index).encode("utf-8")])
         if any(stage.exists(f) for f in files):

@@ -42,9 +42,11 @@ def tensor_mapping(tensors: object) -> Mapping[str, Any]:
     return tensors
 
 
-def plan(items: Iterable[WriteItem], metadata: Mapping[str, str] | None, alignment: int = 8) -> tuple[WriteLayout, dict[str, WriteItem]]:
+def plan(
+    items: Iterable[WriteItem], metadata: Mapping[str, str] | None, alignment: int = 8, *, names_checked: bool = False
+) -> tuple[WriteLayout, dict[str, WriteItem]]:
     listed = list(items)
-    layout = plan_layout(((i.name, i.dtype, i.shape) for i in listed), metadata, alignment)
+    layout = plan_layout(((i.name, i.dtype, i.shape) for i in listed), metadata, alignment, names_checked=names_checked)
     return layout, {i.name: i for i in listed}  # one per name: plan_layout refused any name given twice
 
 
@@ -100,12 +102,14 @@ def write_file(
     alignment: int = 8,
     durable: bool | None = None,
     storage_options: StorageOptions = None,
+    *,
+    names_checked: bool = False,
 ) -> None:
     """Serialize to ``path`` atomically: a local path through a temp file preallocated to its
     final size, then renamed (``durable`` adds fsync, see ``AtomicFileSink``); an fsspec URL
     streamed to the store and published at the end (``RemoteFileSink``; ``storage_options``
-    go to its filesystem)."""
-    layout, named = plan(items, metadata, alignment)
+    go to its filesystem).  ``names_checked``: as for ``plan_layout``."""
+    layout, named = plan(items, metadata, alignment, names_checked=names_checked)
     with open_sink(path, durable=durable, storage_options=storage_options) as sink:
         sink.reserve(layout.total_size)
         stream(layout, named, sink)

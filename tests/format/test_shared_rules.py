@@ -4,11 +4,12 @@ rule, index parsing limits, and the layout's bounds."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from pysafetensors.errors import InvalidIndex, InvalidShape, MisalignedSubByte, SerializeError
+from pysafetensors.errors import InvalidIndex, InvalidMetadata, InvalidShape, MisalignedSubByte, SerializeError
 from pysafetensors.format.dtypes import BY_CODE, all_dtypes, by_buffer_format, by_name, reverse_table
 from pysafetensors.format.header import HEADER_CAP
 from pysafetensors.format.index import (
@@ -100,6 +101,33 @@ def test_a_plain_save_checks_names_once(monkeypatch: pytest.MonkeyPatch) -> None
     assert len(calls) == 1
     with pytest.raises(SerializeError, match="'a' appears twice"):
         write_bytes([WriteItem("a", F32, (0,), lambda: b"")] * 2)
+
+
+@pytest.mark.parametrize("shards", [1, 2])
+def test_a_sharded_save_checks_names_once(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, shards: int) -> None:
+    from pysafetensors import sharded
+    from pysafetensors.format import index, layout
+    from pysafetensors.writer import WriteItem
+
+    calls = []
+
+    def counted(items: Any, name_of: Any) -> Any:
+        calls.append(1)
+        return unique_by_name(items, name_of)
+
+    for module in (layout, index, sharded):  # every module that calls it, under its own name
+        monkeypatch.setattr(module, "unique_by_name", counted)
+    items = [WriteItem(n, F32, (2,), lambda: b"\0" * 8) for n in ("a", "b")]
+    out = sharded.write_sharded(items, tmp_path / "ckpt", max_shard_size=8 if shards == 2 else 100)
+    assert out.endswith(".index.json" if shards == 2 else "model.safetensors")
+    assert len(calls) == 1
+    with pytest.raises(SerializeError, match="'a' appears twice"):
+        sharded.write_sharded([*items, items[0]], tmp_path / "dup", max_shard_size=8 if shards == 2 else 100)
+    with pytest.raises(InvalidMetadata, match="reserved"):
+        sharded.write_sharded([*items, WriteItem("__metadata__", F32, (0,), lambda: b"")], tmp_path / "meta",
+                              max_shard_size=8 if shards == 2 else 100)
+    assert not (tmp_path / "dup").exists() or not any((tmp_path / "dup").iterdir())
+    assert not (tmp_path / "meta").exists() or not any((tmp_path / "meta").iterdir())
 
 
 # --- layout bounds ------------------------------------------------------------------------------

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from pysafetensors.tools.blocks import RepeatedBlock, find_blocks, index_ranges, reported
 from pysafetensors.tools.summary import summarize
-from pysafetensors.tools.tree import natural_key, natural_order, prefix_groups
+from pysafetensors.tools.tree import name_order_groups, natural_key, natural_order, prefix_groups
 
 LLAMA_LAYER = [("self_attn.q_proj.weight", (16, 16)), ("self_attn.k_proj.weight", (4, 16)),
                ("self_attn.v_proj.weight", (4, 16)), ("self_attn.o_proj.weight", (16, 16)),
@@ -191,3 +191,43 @@ def test_blocks_are_exactly_the_classes_of_equal_contents(tensors: dict[str, tup
         for d in b.differing:
             assert d.index not in b.indices and d.reason
     assert {k: sorted(v) for k, v in found.items()} == brute_force(tensors)
+
+
+wide_names = st.lists(st.sampled_from(["0", "1", "2", "10", "01", "h9", "h10", "", "a", "b"]), min_size=1,
+                      max_size=4).map(".".join)
+
+
+@st.composite
+def repeating(draw: st.DrawFn) -> dict[str, tuple[str, tuple[int, ...]]]:
+    """Tensors where numbered groups repeat (a block copied under several numbers, one copy
+    changed in a few places, nested repeats) among others: what makes the order of siblings matter."""
+    block = draw(st.dictionaries(wide_names, facts, min_size=1, max_size=4))
+    inner = draw(st.sets(st.sampled_from([0, 2, 10]), min_size=1))
+    out: dict[str, tuple[str, tuple[int, ...]]] = {}
+    for top in draw(st.sampled_from(["layers", "", "m.h9"])), "x":
+        numbers = draw(st.sets(st.sampled_from([0, 1, 2, 3, 9, 10, 11, 20, 100]), min_size=2, max_size=6))
+        for i in numbers:
+            for j in inner:
+                for name, fact in block.items():
+                    out[".".join(p for p in (top, str(i), "e", str(j), name) if p)] = fact
+        changed = f"{top}.{draw(st.sampled_from(sorted(numbers)))}." if top else f"{min(numbers)}."
+        for name in draw(st.lists(st.sampled_from(sorted(n for n in out if n.startswith(changed))), max_size=4)):
+            if draw(st.booleans()):
+                out[name] = ("I8", (3,))
+            else:
+                out.pop(name, None)
+    out.update(draw(st.dictionaries(wide_names, facts, max_size=4)))  # strays
+    return out
+
+
+@settings(max_examples=300, deadline=None)
+@given(repeating())
+def test_the_blocks_do_not_depend_on_the_order_of_siblings(tensors: dict[str, tuple[str, tuple[int, ...]]]) -> None:
+    # name_order_groups lists siblings in code-point order ("10" before "2"): the blocks, their
+    # order, labels, members and reasons are prefix_groups' (natural order) all the same.
+    names = list(tensors)
+    params = [math.prod(s) for _, s in tensors.values()]
+    dtypes, shapes = [d for d, _ in tensors.values()], [list(s) for _, s in tensors.values()]
+    natural = find_blocks(prefix_groups(names, params, params), names, dtypes, shapes)
+    by_name = find_blocks(name_order_groups(names, params, params), names, dtypes, shapes)
+    assert [b.to_dict() for b in by_name] == [b.to_dict() for b in natural]

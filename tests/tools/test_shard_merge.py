@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -68,6 +69,26 @@ def test_one_shard_when_everything_fits_has_no_index(single: Path, tmp_path: Pat
     result = shard_checkpoint(single, tmp_path / "out", max_shard_size="1MB")
     assert result.index is None and [s.name for s in result.shards] == ["model.safetensors"]
     assert (tmp_path / "out" / "model.safetensors").read_bytes() == single.read_bytes()
+
+
+@pytest.mark.parametrize("limit", [800, "1MB"])
+def test_sharding_checks_the_names_once(single: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                        limit: int | str) -> None:
+    from pysafetensors import sharded
+    from pysafetensors.format import index, layout
+
+    calls = []
+    unique_by_name = layout.unique_by_name
+
+    def counted(items: Any, name_of: Any) -> Any:
+        calls.append(1)
+        return unique_by_name(items, name_of)
+
+    for module in (layout, index, sharded):  # every module that calls it, under its own name
+        monkeypatch.setattr(module, "unique_by_name", counted)
+    result = shard_checkpoint(single, tmp_path / "out", max_shard_size=limit)
+    assert len(result.shards) == (3 if limit == 800 else 1)
+    assert len(calls) == 1
 
 
 def test_a_dry_run_plans_and_writes_nothing(single: Path, tmp_path: Path) -> None:

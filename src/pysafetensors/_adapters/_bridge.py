@@ -44,6 +44,18 @@ def unsupported(dtype: DType, framework: str, name: str = "", why: str = "") -> 
     )
 
 
+def dtype_check(framework: str, lookup: Callable[[DType], Any], label: str) -> Callable[[DType, str], None]:
+    """The ``check_dtype(dtype, name="")`` of ``framework``, whose ``lookup`` gives its type for
+    a format dtype or None when it has none: then an UnsupportedDtype naming the tensor, the
+    dtype and ``label`` (the framework, with its version where the types differ between them)."""
+
+    def check_dtype(dtype: DType, name: str = "") -> None:
+        if lookup(dtype) is None:
+            raise unsupported(dtype, framework, name, f"{label} has no {type_name(dtype)} type")
+
+    return check_dtype
+
+
 def cpu_only(device: Device, framework: str) -> None:
     """Upstream's rule for the numpy-based frameworks: any non-CPU device is an error."""
     if not device.is_cpu:

@@ -29,18 +29,17 @@ jnp = require("jax.numpy", "jax")
 
 
 @cache
-def _has(dtype: DType) -> bool:
-    # jax.numpy names float6 types that XLA cannot hold, so ask XLA itself, once per dtype.
+def _held(dtype: DType) -> Any:
+    """The numpy dtype of a format dtype when XLA can hold it, else None.  jax.numpy names
+    float6 types that XLA cannot hold, so this asks XLA itself, once per dtype."""
     try:
         jax.device_put(np.zeros(1, numpy_dtype(dtype)), _cpu()).block_until_ready()
     except Exception:  # noqa: BLE001 - XLA's error types differ between jax releases
-        return False
-    return True
+        return None
+    return numpy_dtype(dtype)
 
 
-def check_dtype(dtype: DType, name: str = "") -> None:
-    if not _has(dtype):
-        raise _bridge.unsupported(dtype, NAME, name, f"jax {jax.__version__} has no {_bridge.type_name(dtype)} type")
+check_dtype = _bridge.dtype_check(NAME, _held, f"jax {jax.__version__}")
 
 
 def check_device(device: Device) -> None:

@@ -33,9 +33,7 @@ def mlx_dtype(dtype: DType) -> Any:
     return getattr(mx, "bool_" if name == "bool" else name, None)
 
 
-def check_dtype(dtype: DType, name: str = "") -> None:
-    if mlx_dtype(dtype) is None:
-        raise _bridge.unsupported(dtype, NAME, name, f"mlx has no {_bridge.type_name(dtype)} type")
+check_dtype = _bridge.dtype_check(NAME, mlx_dtype, "mlx")
 
 
 def check_device(device: Device) -> None:

@@ -33,9 +33,7 @@ def paddle_dtype(dtype: DType) -> Any:
     return getattr(paddle, _bridge.type_name(dtype), None)
 
 
-def check_dtype(dtype: DType, name: str = "") -> None:
-    if paddle_dtype(dtype) is None:
-        raise _bridge.unsupported(dtype, NAME, name, f"paddle {paddle.__version__} has no {_bridge.type_name(dtype)} type")
+check_dtype = _bridge.dtype_check(NAME, paddle_dtype, f"paddle {paddle.__version__}")
 
 
 # --- devices ------------------------------------------------------------------------------

@@ -34,9 +34,7 @@ def tf_dtype(dtype: DType) -> Any:
         return None
 
 
-def check_dtype(dtype: DType, name: str = "") -> None:
-    if tf_dtype(dtype) is None:
-        raise _bridge.unsupported(dtype, NAME, name, f"tensorflow {tf.__version__} has no {_bridge.type_name(dtype)} type")
+check_dtype = _bridge.dtype_check(NAME, tf_dtype, f"tensorflow {tf.__version__}")
 
 
 def check_device(device: Device) -> None:

@@ -4,7 +4,7 @@ http(s) URLs, ``-o`` storage options for fsspec URLs, ``--max-input-size`` for s
 
 An input is a local file, an ``http(s)://`` or fsspec URL, a ``*.safetensors.index.json``
 (local or URL), a local directory holding a checkpoint, or a pipe (``/dev/stdin``); the
-commands see one logical checkpoint (:class:`Input`, the tools' Checkpoint).  The commands that
+commands see one logical checkpoint (the tools' Checkpoint).  The commands that
 read GGUF too (inspect, id, diff, stats) open with ``gguf=True`` and hand what they get to the
 tools, which take either kind.
 """
@@ -15,17 +15,8 @@ import os
 from collections.abc import Mapping
 from typing import Any, Literal, overload
 
-from ..tools.checkpoint import (
-    Checkpoint,
-    GGUFCheckpoint,
-    RangedBytes,
-    TensorBytes,
-    is_sharded_path,
-    open_checkpoint,
-)
+from ..tools.checkpoint import Checkpoint, GGUFCheckpoint, open_checkpoint
 from ._options import RemoteOptions
-
-Input = Checkpoint
 
 
 @overload
@@ -39,7 +30,7 @@ def open_input(path: str | os.PathLike[str], remote: RemoteOptions | None = None
 def open_input(path: str | os.PathLike[str], remote: RemoteOptions | None = None,
                storage_options: Mapping[str, Any] | None = None, *,
                gguf: bool = False, gguf_layout: bool = True) -> Checkpoint | GGUFCheckpoint:
-    """Open a file, URL, index JSON, checkpoint directory or pipe as one :class:`Input`
+    """Open a file, URL, index JSON, checkpoint directory or pipe as one Checkpoint
     (with ``gguf``, a GGUF file as a GGUFCheckpoint; without, a GGUF file is refused;
     ``gguf_layout=False``: a GGUF's header alone, its data layout unchecked, for ``id``).
 
@@ -51,4 +42,4 @@ def open_input(path: str | os.PathLike[str], remote: RemoteOptions | None = None
                            max_input_size=remote.max_input_size)
 
 
-__all__ = ["GGUFCheckpoint", "Input", "RangedBytes", "TensorBytes", "is_sharded_path", "open_input"]
+__all__ = ["open_input"]

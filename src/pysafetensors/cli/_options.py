@@ -173,11 +173,13 @@ def common_options() -> argparse.ArgumentParser:
 INPUT_HELP = "a .safetensors or .gguf file, an index JSON, a checkpoint directory, a URL or a pipe"
 
 
-def command_parser(subparsers: Any, name: str, *, help: str, description: str, epilog: str) -> argparse.ArgumentParser:
-    """Register subcommand ``name`` with the common options and its examples (``epilog``) kept as
-    written: every command's parser starts here, so ``--help`` looks the same everywhere."""
+def command_parser(subparsers: Any, name: str, *, help: str, description: str, epilog: str,
+                   parents: Iterable[argparse.ArgumentParser] = ()) -> argparse.ArgumentParser:
+    """Register subcommand ``name`` with the common options (then those of ``parents``) and its
+    examples (``epilog``) kept as written: every command's and action's parser starts here, so
+    ``--help`` looks the same everywhere."""
     parser: argparse.ArgumentParser = subparsers.add_parser(
-        name, parents=[common_options()], help=help, description=description, epilog=epilog,
+        name, parents=[common_options(), *parents], help=help, description=description, epilog=epilog,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     return parser

@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any
 
 from ..convert import ConversionReport
 from ..errors import SafetensorError, VerificationFailed
@@ -25,10 +24,10 @@ from ..gguf.convert import DTYPES
 from ..tools.convert import GGUFConversionResult, convert_checkpoint
 from ..tools.metadata import parse_assignments
 from ._common import escape_json_controls, first_names, gguf_order_warning, plural, progress_factory, terminal_safe
-from ._options import command_parser, report_error
+from ._options import report_error
 
-HELP = ("convert a PyTorch checkpoint (.pt/.bin/.pth, zip or legacy), .npy/.npz or a GGUF file to safetensors, "
-        "running no pickle code")
+DESCRIPTION = ("Convert a PyTorch checkpoint (.pt/.bin/.pth, zip or legacy), .npy/.npz or a GGUF file to "
+               "safetensors, running no pickle code.")
 
 
 EXAMPLES = """\
@@ -39,10 +38,7 @@ examples:
 """
 
 
-def add_parser(subparsers: Any) -> None:
-    """Register the ``convert`` subcommand."""
-    p = command_parser(subparsers, "convert", help="convert a checkpoint (pickle, npz, GGUF) to safetensors",
-                       description=HELP[0].upper() + HELP[1:] + ".", epilog=EXAMPLES)
+def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("input", metavar="IN", help="checkpoint or numpy file to convert (or a pipe: /dev/stdin)")
     p.add_argument("output", metavar="OUT", help="safetensors file to write (replaced atomically)")
     p.add_argument("--key", help="convert only this dotted subtree, e.g. state_dict or model.encoder")

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import math
-from typing import Any
 
 from ..tools.diff import (
     BYTES,
@@ -82,7 +81,7 @@ def _tensor_counts(r: DiffResult) -> str:
 def render_diff(r: DiffResult, fmt: str = "text") -> str:
     if fmt == "json":
         return render_json(r)
-    gguf = r if isinstance(r, GGUFDiffResult) else None
+    gguf = r.gguf_part()
     if gguf is not None:
         r = _shortened(gguf)
     r = terminal_safe(r)
@@ -178,7 +177,7 @@ def _tol(r: DiffResult) -> str:
 #: the exit code of each overall verdict (2 is an error: unreadable input, bad arguments)
 EXIT_CODES = {IDENTICAL: 0, VALUES_EQUAL: 0, EQUAL_WITHIN_TOLERANCE: 0, DIFFERENT: 1, SAME_STRUCTURE: 3}
 
-_EPILOG = """\
+EXAMPLES = """\
 what is compared:
   two local checkpoints: names, dtypes, shapes, metadata and every tensor's bytes (streamed,
   stopping at the first differing chunk of a tensor); a URL input: the structure only, unless
@@ -198,14 +197,10 @@ examples:
 """
 
 
-def add_parser(subparsers: Any) -> None:
-    from ._options import command_parser
+DESCRIPTION = "Compare two checkpoints: tensors added, removed or changed, metadata, and tensor bytes or values."
 
-    p = command_parser(
-        subparsers, "diff", help="compare two checkpoints (exit 1 if different)",
-        description="Compare two checkpoints: tensors added, removed or changed, metadata, and tensor bytes or values.",
-        epilog=_EPILOG,
-    )
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("a", metavar="A", help="the first checkpoint: file, URL, index JSON, directory or pipe")
     p.add_argument("b", metavar="B", help="the second checkpoint, compared with A")
     p.add_argument("--values", action="store_true",

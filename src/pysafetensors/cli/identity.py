@@ -10,11 +10,11 @@ is hashed (``--content``, ``--tensors``): without them the header is all that is
 from __future__ import annotations
 
 import argparse
-from typing import Any
 
 from ..tools.identity import Identity, identify
 from ._common import emit, progress_factory, render_json, terminal_safe
 from ._inputs import open_input
+from ._options import INPUT_HELP
 
 
 def render_id(result: Identity, fmt: str = "text") -> str:
@@ -40,15 +40,11 @@ examples:
 """
 
 
-def add_parser(subparsers: Any) -> None:
-    from ._options import INPUT_HELP, command_parser
+DESCRIPTION = ("Print the structural ID (weight-inspect's: names, dtypes, shapes and metadata, never the "
+               "values; reads the header only) and, with --content/--tensors, hashes of the tensor data.")
 
-    p = command_parser(
-        subparsers, "id", help="structural ID (weight-inspect) and content hashes",
-        description="Print the structural ID (weight-inspect's: names, dtypes, shapes and metadata, never the "
-                    "values; reads the header only) and, with --content/--tensors, hashes of the tensor data.",
-        epilog=EXAMPLES,
-    )
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("file", help=INPUT_HELP)
     p.add_argument("--content", action="store_true",
                    help="also hash the tensor data: every byte after the header (ModelSpec hash_sha256, 0x...)")

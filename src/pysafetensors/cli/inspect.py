@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 from collections.abc import Iterator
-from typing import Any
 
 from ..tools.blocks import RepeatedBlock
 from ..tools.summary import (
@@ -41,6 +40,7 @@ from ._common import (
     terminal_safe,
 )
 from ._inputs import open_input
+from ._options import INPUT_HELP
 
 
 def _share(part: int, whole: int) -> str:
@@ -240,13 +240,14 @@ def render_inspect(result: Summary, fmt: str = "text", tensors: bool = False, de
         if depth is not None and result.tree is not None:
             result = dataclasses.replace(result, tree=within_depth(result.tree, depth))
         return render_json(result)
-    if isinstance(result, GGUFSummary):
-        meta = _trimmed(result.gguf_metadata)
+    gguf = result.gguf_part()
+    if gguf is not None:
+        meta = _trimmed(gguf.gguf_metadata)
         # Escaped here: everything but the rows, the tree and the metadata, each escaped as it
         # is printed (the rows and tree only when they are, and a column or line at a time).
-        safe = terminal_safe(dataclasses.replace(result, gguf_metadata={}, tensors=[], tree=None))
-        out = _render_gguf(safe, result.tensors, meta, tensors)
-        _tree_lines(result, out, depth, tree)
+        safe = terminal_safe(dataclasses.replace(gguf, gguf_metadata={}, tensors=[], tree=None))
+        out = _render_gguf(safe, gguf.tensors, meta, tensors)
+        _tree_lines(gguf, out, depth, tree)
         return "\n".join(out) + "\n"
     safe = terminal_safe(dataclasses.replace(result, tensors=[], tree=None))
     out = [f"file:        {safe.path}"]
@@ -299,15 +300,11 @@ examples:
 """
 
 
-def add_parser(subparsers: Any) -> None:
-    from ._options import INPUT_HELP, command_parser
+DESCRIPTION = ("Summarise a checkpoint from its header alone: file and header size, tensor count, parameters "
+               "per dtype, metadata, repeated blocks; with --tensors or --tree, the tensors themselves.")
 
-    p = command_parser(
-        subparsers, "inspect", help="sizes, parameter counts, metadata, tensors",
-        description="Summarise a checkpoint from its header alone: file and header size, tensor count, parameters "
-                    "per dtype, metadata, repeated blocks; with --tensors or --tree, the tensors themselves.",
-        epilog=EXAMPLES,
-    )
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("file", help=INPUT_HELP)
     p.add_argument("--tensors", action="store_true", help="list every tensor (name, dtype, shape, offsets, bytes)")
     p.add_argument("--tree", action="store_true",
@@ -321,7 +318,8 @@ def run(args: argparse.Namespace) -> int:
     tree = args.tree or args.depth is not None
     with open_input(args.file, args.remote, gguf=True) as ckpt:
         # The rows only where they are printed (--tensors, or --json, which has them all), and
-        # the tree's node objects only for --json: the text draws it from the summary's groups.
-        result = summarize(ckpt, args.filter, tree=tree and args.json, rows=args.tensors or args.json)
+        # the tree's node objects only for --json: the text draws it from the summary's groups,
+        # which only a tree needs.
+        result = summarize(ckpt, args.filter, tree=tree and args.json, rows=args.tensors or args.json, groups=tree)
     emit(render_inspect(result, "json" if args.json else "text", tensors=args.tensors, depth=args.depth, tree=tree))
     return 0

@@ -2,16 +2,19 @@
 
 Adding a command (the registry)
 -------------------------------
-Each command lives in its own module ``pysafetensors/cli/<module>.py`` exposing two functions::
+Each command lives in its own module ``pysafetensors/cli/<module>.py`` which declares::
 
-    def add_parser(subparsers) -> None:   # subparsers.add_parser("name", parents=..., help=...)
+    DESCRIPTION = "..."                   # the paragraph at the top of its --help
+    EXAMPLES = "examples: ..."            # the epilog: 2-3 command lines, kept as written
+    def add_arguments(parser) -> None:    # its own arguments (and actions), each with a help
     def run(args) -> int:                 # 0 ok, 1 a finding, 2 an error
 
 and gets one row in :data:`COMMANDS` (its name, its module, its one-line help): that is the
-only line to touch here.  ``add_parser`` passes ``parents=[common_options()]`` (from
-``cli/_options.py``, never from this module) so ``--json/--quiet/--debug`` and the remote
-options work after the subcommand too, and gives a description, each argument's help and an
-epilog of examples (``tests/cli/test_help.py`` checks every command has them).
+only line to touch here.  The registry builds the command's parser (``command_parser`` in
+``cli/_options.py``: the common options ``--json/--quiet/--debug`` and the remote options
+after the subcommand too, the description, the examples) and hands it to ``add_arguments``;
+``tests/cli/test_help.py`` checks every command has a description, examples and a help for
+each argument.
 
 The registry is lazy: ``pysafetensors --help`` and ``--version`` list :data:`COMMANDS` without
 importing any command module (nor numpy, nor the format core), and a run imports only the
@@ -43,6 +46,7 @@ from ._options import (
     Parser,
     UsageError,
     add_remote_options,
+    command_parser,
     finish_args,
     report_error,
     safe_message,
@@ -57,8 +61,7 @@ class Command(NamedTuple):
     help: str
 
 
-# Command name -> (module, one-line help), in the order commands are listed in --help.  The help
-# must equal what the module's add_parser gives (tests/cli/test_help.py checks it).
+# Command name -> (module, one-line help), in the order commands are listed in --help.
 COMMANDS: dict[str, Command] = {
     "inspect": Command("inspect", "sizes, parameter counts, metadata, tensors"),
     "id": Command("identity", "structural ID (weight-inspect) and content hashes"),
@@ -104,8 +107,8 @@ def _not_available(name: str) -> Callable[[argparse.Namespace], int]:
 
 
 def _load(subparsers: argparse._SubParsersAction[Parser], name: str, entry: Command) -> None:
-    """Import the module of ``name`` and let it add its parser(s), routed to its ``run``."""
-    before = set(subparsers.choices)
+    """Import the module of ``name`` and build its parser from what the module declares, routed
+    to its ``run``."""
     try:
         module = importlib.import_module(f"{__package__}.{entry.module}")
     except ModuleNotFoundError as e:
@@ -114,9 +117,10 @@ def _load(subparsers: argparse._SubParsersAction[Parser], name: str, entry: Comm
         _reserve(subparsers, name, f"({name}: not available in this build)")
         subparsers.choices[name].set_defaults(_run=_not_available(name))
         return
-    module.add_parser(subparsers)
-    for added in set(subparsers.choices) - before:
-        subparsers.choices[added].set_defaults(_run=module.run)
+    parser = command_parser(subparsers, name, help=entry.help, description=module.DESCRIPTION,
+                            epilog=module.EXAMPLES)
+    module.add_arguments(parser)
+    parser.set_defaults(_run=module.run)
 
 
 def build_parser(load: str | Sequence[str] | None = None) -> argparse.ArgumentParser:

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
 
 from ..tools.merge import MergeResult, merge_checkpoint
 from ._common import emit, escape_text, fmt_bytes, plural, progress_factory, render_json, terminal_safe
@@ -37,15 +36,11 @@ examples:
 """
 
 
-def add_parser(subparsers: Any) -> None:
-    from ._options import command_parser
+DESCRIPTION = ("Join the shards an index names into one .safetensors file (tensors in the index's order, "
+               "the index's metadata kept), written all or nothing.")
 
-    p = command_parser(
-        subparsers, "merge", help="join a sharded checkpoint into one file",
-        description="Join the shards an index names into one .safetensors file (tensors in the index's order, "
-                    "the index's metadata kept), written all or nothing.",
-        epilog=EXAMPLES,
-    )
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("index", metavar="INDEX_OR_DIR",
                    help="a *.safetensors.index.json (path or URL) or the directory holding one")
     p.add_argument("output", metavar="OUT", help="file, or store URL (s3://...), to write")

@@ -9,14 +9,13 @@ module parses arguments and renders.  Exit codes: 0 ok, 1 ``get KEY`` of a missi
 from __future__ import annotations
 
 import argparse
-from typing import Any
 
 from ..errors import MetadataKeyNotFound
 from ..tools.metadata import MetadataResult, edit_metadata, load_json_metadata, parse_assignments, read_metadata
 from ._common import disagreement_lines, emit, progress_factory, render_json, terminal_safe
 from ._inputs import open_input
 
-__all__ = ["add_parser", "load_json_metadata", "parse_assignments", "render_metadata", "run"]
+__all__ = ["add_arguments", "load_json_metadata", "parse_assignments", "render_metadata", "run"]
 
 
 def render_metadata(r: MetadataResult, fmt: str = "text") -> str:
@@ -74,23 +73,19 @@ examples:
 """
 
 
-def add_parser(subparsers: Any) -> None:
-    from ._options import common_options
+DESCRIPTION = ("Read or edit the string-to-string __metadata__ of a checkpoint.  Edits rewrite only the header "
+               "when it fits (in place), else the whole file via a temporary file and a rename.")
 
-    common = common_options()
-    raw = argparse.RawDescriptionHelpFormatter
-    p = subparsers.add_parser(
-        "metadata", parents=[common], help="get, set, unset or strip __metadata__",
-        description="Read or edit the string-to-string __metadata__ of a checkpoint.  Edits rewrite only the "
-                    "header when it fits (in place), else the whole file via a temporary file and a rename.",
-        epilog=EXAMPLES, formatter_class=raw,
-    )
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    from ._options import command_parser
+
     p.add_argument("file", help="a .safetensors file, an index JSON, a checkpoint directory, a URL or a pipe "
                                 "(URLs and pipes: get, or an edit with --output)")
     actions = p.add_subparsers(dest="action", metavar="ACTION", required=True, parser_class=type(p))
-    g = actions.add_parser("get", parents=[common], help="print all metadata, or one key's value",
-                           description="Print all metadata, or one key's value (exit 1 when the key is absent).",
-                           epilog=GET_EXAMPLES, formatter_class=raw)
+    g = command_parser(actions, "get", help="print all metadata, or one key's value",
+                       description="Print all metadata, or one key's value (exit 1 when the key is absent).",
+                       epilog=GET_EXAMPLES)
     g.add_argument("key", nargs="?", help="the key to print (default: every key)")
     writers = argparse.ArgumentParser(add_help=False)
     writers.add_argument("--dry-run", action="store_true", help="show what would change, write nothing")
@@ -102,18 +97,18 @@ def add_parser(subparsers: Any) -> None:
                        help="FILE is a link: edit the file it points to (every link sees the change)")
     links.add_argument("--no-follow", dest="links", action="store_const", const="replace",
                        help="FILE is a link: replace the link with an edited copy (the linked file is untouched)")
-    s = actions.add_parser("set", parents=[common, writers], help="set KEY=VALUE pairs (values are strings)",
-                           description="Set KEY=VALUE pairs (values are strings), given on the command line or "
-                                       "as a JSON object with --from-json.",
-                           epilog=SET_EXAMPLES, formatter_class=raw)
+    s = command_parser(actions, "set", help="set KEY=VALUE pairs (values are strings)", parents=[writers],
+                       description="Set KEY=VALUE pairs (values are strings), given on the command line or "
+                                   "as a JSON object with --from-json.",
+                       epilog=SET_EXAMPLES)
     s.add_argument("pairs", nargs="*", metavar="KEY=VALUE", help="an entry to set (repeatable)")
     s.add_argument("--from-json", metavar="F", help="a JSON object of string values to merge in")
-    u = actions.add_parser("unset", parents=[common, writers], help="remove keys",
-                           description="Remove keys from __metadata__ (a missing key is an error, exit 2).",
-                           epilog=UNSET_EXAMPLES, formatter_class=raw)
+    u = command_parser(actions, "unset", help="remove keys", parents=[writers],
+                       description="Remove keys from __metadata__ (a missing key is an error, exit 2).",
+                       epilog=UNSET_EXAMPLES)
     u.add_argument("keys", nargs="+", metavar="KEY", help="a key to remove")
-    actions.add_parser("strip", parents=[common, writers], help="remove __metadata__ entirely",
-                       description="Remove __metadata__ entirely.", epilog=STRIP_EXAMPLES, formatter_class=raw)
+    command_parser(actions, "strip", help="remove __metadata__ entirely", parents=[writers],
+                   description="Remove __metadata__ entirely.", epilog=STRIP_EXAMPLES)
 
 
 def run(args: argparse.Namespace) -> int:

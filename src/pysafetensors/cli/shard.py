@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import os
-from typing import Any
 
 from ..format.index import parse_size
 from ..tools.shard import ShardResult, shard_checkpoint
@@ -43,15 +42,11 @@ examples:
 """
 
 
-def add_parser(subparsers: Any) -> None:
-    from ._options import command_parser
+DESCRIPTION = ("Split a checkpoint into Hugging Face shards (model-00001-of-0000N.safetensors) and write "
+               "model.safetensors.index.json, as transformers' save_pretrained does.")
 
-    p = command_parser(
-        subparsers, "shard", help="split into Hugging Face shards + index",
-        description="Split a checkpoint into Hugging Face shards (model-00001-of-0000N.safetensors) and write "
-                    "model.safetensors.index.json, as transformers' save_pretrained does.",
-        epilog=EXAMPLES,
-    )
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("file", help="the checkpoint to split: file, URL, index JSON or directory")
     p.add_argument("outdir", help="directory, or a store URL prefix (s3://bucket/sharded/), to write into")
     p.add_argument("--max-shard-size", default="5GB", help="e.g. 5GB, 500MB, 100KB (decimal) or bytes; default 5GB")

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
 
 from ..tools.stats import StatsResult, file_stats
 from ._common import emit, fmt_float, fmt_int, progress_factory, render_json, table, terminal_safe
 from ._inputs import open_input
+from ._options import INPUT_HELP
 
 
 def render_stats(r: StatsResult, fmt: str = "text") -> str:
@@ -33,15 +33,11 @@ examples:
 """
 
 
-def add_parser(subparsers: Any) -> None:
-    from ._options import INPUT_HELP, command_parser
+DESCRIPTION = ("Read every tensor once (streamed, in chunks) and print its min, max, mean, standard deviation "
+               "and NaN, Inf and zero counts.")
 
-    p = command_parser(
-        subparsers, "stats", help="per-tensor min/max/mean/std, NaN/Inf/zero counts",
-        description="Read every tensor once (streamed, in chunks) and print its min, max, mean, standard deviation "
-                    "and NaN, Inf and zero counts.",
-        epilog=EXAMPLES,
-    )
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("file", help=INPUT_HELP)
     p.add_argument("--filter", action="append", metavar="GLOB",
                    help="only tensors whose name matches (repeatable); none matching is exit 1")

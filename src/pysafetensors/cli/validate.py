@@ -7,14 +7,13 @@ files by their magic); this module parses arguments and renders.
 from __future__ import annotations
 
 import argparse
-from typing import Any
 
 from ..io.redact import redact_url
 from ..tools.validate import Problem, ValidateResult, validate
 from ._common import emit, plural, render_json, terminal_safe
-from ._options import RemoteOptions
+from ._options import INPUT_HELP, RemoteOptions
 
-__all__ = ["Problem", "ValidateResult", "add_parser", "compute_validate", "render_validate", "run"]
+__all__ = ["Problem", "ValidateResult", "add_arguments", "compute_validate", "render_validate", "run"]
 
 
 def compute_validate(path: str, remote: RemoteOptions | None = None) -> ValidateResult:
@@ -52,16 +51,11 @@ examples:
 """
 
 
-def add_parser(subparsers: Any) -> None:
-    from ._options import INPUT_HELP, command_parser
+DESCRIPTION = ("Check every rule of the format (header, dtypes, offsets, coverage of the data, an index's "
+               "shards) and list each problem and warning; exit 0 valid, 1 invalid, 2 unreadable.")
 
-    p = command_parser(
-        subparsers, "validate",
-        help="check every format rule of a safetensors or GGUF file (exit 1 if invalid)",
-        description="Check every rule of the format (header, dtypes, offsets, coverage of the data, an index's "
-                    "shards) and list each problem and warning; exit 0 valid, 1 invalid, 2 unreadable.",
-        epilog=EXAMPLES,
-    )
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("file", help=INPUT_HELP)
 
 

@@ -50,15 +50,10 @@ examples:
 """
 
 
-def add_parser(subparsers: Any) -> None:
-    from ._options import command_parser
+DESCRIPTION = "Serve a page showing the checkpoint on 127.0.0.1 (Ctrl-C stops), or write it as one HTML file."
 
-    p = command_parser(
-        subparsers, "view",
-        help="show a checkpoint (or compare two) in the browser, or export an HTML report",
-        description="Serve a page showing the checkpoint on 127.0.0.1 (Ctrl-C stops), or write it as one HTML file.",
-        epilog=EXAMPLES,
-    )
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("a", metavar="INPUT", help="file (.safetensors or .gguf), URL, index JSON or checkpoint directory")
     p.add_argument("b", metavar="INPUT2", nargs="?", help="a second checkpoint: the page shows their diff")
     p.add_argument("--port", type=_port, default=0, help="port to listen on (default: a free one)")

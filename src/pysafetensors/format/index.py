@@ -304,20 +304,24 @@ def shard_position(file_name: str) -> tuple[int, int] | None:
 
 
 def plan_shards(
-    entries: Iterable[tuple[str, int, Hashable | None]], max_shard_size: int | str = DEFAULT_MAX_SHARD_SIZE
+    entries: Iterable[tuple[str, int, Hashable | None]],
+    max_shard_size: int | str = DEFAULT_MAX_SHARD_SIZE,
+    *,
+    names_checked: bool = False,
 ) -> list[list[str]]:
     """Split tensors into shards: greedy in key order, exactly huggingface_hub's algorithm.
 
     ``entries`` are (name, nbytes, storage id or None).  Tensors with the same storage id go
     to the shard of the first of them; a group's size is the sum of its members' bytes (each
     member is written in full).  A group bigger than the limit gets a shard of its own, added
-    before the shard being filled (which keeps filling), as huggingface_hub does.
+    before the shard being filled (which keeps filling), as huggingface_hub does.  A name given
+    twice is refused, unless ``names_checked`` (the caller checked them: the save's one check).
     """
     limit = parse_size(max_shard_size)
     groups: dict[Hashable, list[str]] = {}
     sizes: dict[str, int] = {}  # first member -> group size
     order: list[str] = []  # first members in key order
-    for name, nbytes, storage in unique_by_name(entries, lambda e: e[0]).values():
+    for name, nbytes, storage in entries if names_checked else unique_by_name(entries, lambda e: e[0]).values():
         key: Hashable = ("name", name) if storage is None else ("storage", storage)
         if key in groups:
             groups[key].append(name)

@@ -93,13 +93,17 @@ def as_shape(shape: Any, name: str = "") -> tuple[int, ...]:
     return tuple(dims)
 
 
-def _checked_name(spec: tuple[str, DType, Sequence[int]]) -> str:
-    name = spec[0]
+def checked_name(name: object) -> str:
+    """``name`` if it may name a tensor: a str other than ``__metadata__``."""
     if not isinstance(name, str):
         raise InvalidMetadata(f"tensor names must be str, got {type(name).__name__}: {name!r}")
     if name == METADATA_KEY:
         raise InvalidMetadata(f"{METADATA_KEY!r} is reserved and cannot name a tensor")
     return name
+
+
+def _spec_name(spec: tuple[str, DType, Sequence[int]]) -> str:
+    return checked_name(spec[0])
 
 
 def unique_by_name(items: Iterable[T], name_of: Callable[[T], str]) -> dict[str, T]:
@@ -131,16 +135,20 @@ def plan_layout(
     specs: Iterable[tuple[str, DType, Sequence[int]]],
     metadata: Mapping[str, str] | None = None,
     alignment: int = 8,
+    *,
+    names_checked: bool = False,
 ) -> WriteLayout:
     """Order tensors as upstream does (dtype rank descending, then name) and place them.
 
     ``alignment`` pads the header so the data region starts at a multiple of it; the
-    default 8 gives files byte-identical to upstream's.
+    default 8 gives files byte-identical to upstream's.  ``names_checked``: the caller has
+    already put every name through :func:`checked_name` and :func:`unique_by_name` (a sharded
+    save checks the whole set once, then plans each shard), so they are not checked again.
     """
     check_alignment(alignment)
     meta = check_metadata(metadata)
     items = []
-    for name, dtype, shape in unique_by_name(specs, _checked_name).values():
+    for name, dtype, shape in specs if names_checked else unique_by_name(specs, _spec_name).values():
         shape_t = as_shape(shape, name)
         n = 1
         for d in shape_t:

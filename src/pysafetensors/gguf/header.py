@@ -187,6 +187,13 @@ class _Cursor:
         tail = self.buf[self.piece_from - self.base : self.pos - self.base]
         return b"".join([*pieces, tail]) if pieces else bytes(tail)
 
+    def fits(self, need: int, declared: str, code: str, **context: Any) -> None:
+        """Refuse what the file ``declared`` (a count, a length) when the ``need`` bytes it takes
+        at the least are more than remain: checked before anything that size is allocated."""
+        if need > self.size - self.pos:
+            raise GGUFError(f"{declared}, but only {self.size - self.pos} bytes remain in the file",
+                            code=code, **context)
+
     def take(self, n: int, what: str) -> bytes:
         if n > self.size - self.pos:
             raise GGUFError(
@@ -257,14 +264,7 @@ class _Parser:
     def string(self, what: str) -> str:
         start = self.c.pos
         n = self.count(f"length of {what}")
-        if n > self.c.remaining():
-            raise GGUFError(
-                f"{what}: string length {n} at offset {start} runs past the end of the file "
-                f"({self.c.remaining()} bytes remain)",
-                code="string_too_long",
-                offset=start,
-                length=n,
-            )
+        self.c.fits(n, f"{what}: string length {n} at offset {start}", "string_too_long", offset=start, length=n)
         return self._decode(self.c.take(n, what), what, start)
 
     def _decode(self, raw: bytes, what: str, start: int) -> str:
@@ -417,15 +417,8 @@ class _Parser:
 
     def _check_count(self, key: str, item_type: ValueType, n: int, start: int) -> None:
         need = n * self.min_size(item_type)
-        if need > self.c.remaining():
-            raise GGUFError(
-                f"array {key!r} at offset {start} declares {n} items of {item_type.name.lower()}, "
-                f"at least {need} bytes, but only {self.c.remaining()} bytes remain in the file",
-                code="array_too_long",
-                key=key,
-                offset=start,
-                count=n,
-            )
+        self.c.fits(need, f"array {key!r} at offset {start} declares {n} items of {item_type.name.lower()}, "
+                          f"at least {need} bytes", "array_too_long", key=key, offset=start, count=n)
 
     # --- sections ---------------------------------------------------------------------------
     def parse(self) -> GGUFHeader:
@@ -448,11 +441,8 @@ class _Parser:
                 code="too_many_keys", count=n_kv, limit=MAX_METADATA_KEYS,
             )
         kv_min = (8 if self.wide else 4) + 4 + 1  # key length, type, smallest value
-        if n_kv * kv_min > c.remaining():
-            raise GGUFError(
-                f"metadata count {n_kv} cannot fit in the {c.remaining()} bytes that remain",
-                code="count_too_large", count=n_kv,
-            )
+        c.fits(n_kv * kv_min, f"metadata count {n_kv} cannot fit: at least {n_kv * kv_min} bytes", "count_too_large",
+               count=n_kv)
         fields: dict[str, GGUFField] = {}
         duplicates: list[tuple[str, int]] = []
         for _ in range(n_kv):
@@ -465,11 +455,8 @@ class _Parser:
             else:
                 fields[key] = GGUFField(key, t, value, start)
         info_min = (8 if self.wide else 4) + 4 + 4 + 8
-        if n_tensors * info_min > c.remaining():
-            raise GGUFError(
-                f"tensor count {n_tensors} cannot fit in the {c.remaining()} bytes that remain",
-                code="count_too_large", count=n_tensors,
-            )
+        c.fits(n_tensors * info_min, f"tensor count {n_tensors} cannot fit: at least {n_tensors * info_min} bytes",
+               "count_too_large", count=n_tensors)
         tensors = [self.tensor_info(i) for i in range(n_tensors)]
         alignment, problem = _alignment(fields)
         data_offset = -(-c.pos // alignment) * alignment

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, cast
 from .._optional import require
 from ..errors import GGUFUnsupported, SourceError, TensorNotFound, UnsupportedShape
 from ..format.dtypes import BY_CODE, DType
+from ..format.header import TensorInfo
 from ..io.protocols import ByteSource, ViewSource, capabilities
 from .check import require_valid
 from .header import GGUFHeader, GGUFTensorInfo, parse_gguf_header
@@ -33,6 +34,34 @@ def value_dtype(info: GGUFTensorInfo) -> DType:
     """The dtype of a tensor's values once read: its own for plain types, F32 for quantized ones."""
     gt = info.ggml_type
     return BY_CODE[PLAIN_TYPES.get(gt.name, "F32") if gt is not None else "F32"]
+
+
+class GGUFTensor(TensorInfo):
+    """A GGUF tensor as the tools read it: a :class:`~pysafetensors.format.header.TensorInfo`
+    whose ``dtype`` and ``shape`` are those of its values (PyTorch's order; F32 for quantized
+    types, :func:`value_dtype`) and whose ``begin``/``end`` are its stored bytes relative to
+    the data section (``end == begin`` for a type whose size is unknown).  ``type`` is the GGML
+    type as llama.cpp spells it (``Q4_K``, ``F32``; ``unknown_<n>`` for ids this version does
+    not list) and ``dims`` GGUF's stored order (fastest-varying first)."""
+
+    ggml: str
+    dims: tuple[int, ...]
+
+    @classmethod
+    def of(cls, t: GGUFTensorInfo) -> GGUFTensor:
+        gt = t.ggml_type
+        out = cls(t.name, value_dtype(t), t.shape, t.offset, t.offset + (t.nbytes or 0))
+        out.ggml = gt.name if gt is not None else t.type_name
+        out.dims = t.dims
+        return out
+
+    @property
+    def type(self) -> str:
+        return self.ggml
+
+    @property
+    def decoded(self) -> bool:
+        return True
 
 
 def row_elements(info: GGUFTensorInfo) -> int:
@@ -283,4 +312,4 @@ def dequantize(raw: Any, info: GGUFTensorInfo) -> Any:
         raise GGUFUnsupported(f"tensor {info.name!r}: {info.type_name}: {e}", tensor=info.name) from None
 
 
-__all__ = ["DecodedBytes", "GGUFFile", "dequantize", "row_count", "row_elements", "value_dtype"]
+__all__ = ["DecodedBytes", "GGUFFile", "GGUFTensor", "dequantize", "row_count", "row_elements", "value_dtype"]

@@ -58,7 +58,7 @@ def part_names(name: str, count: int) -> list[str]:
     if m is None or int(m.group("count")) != count:
         raise GGUFError(f"{name} is one of a split set of {count} files (split.count), but its name is not "
                         f"<prefix>-NNNNN-of-{count:05d}.gguf, so the other files cannot be found",
-                        code="split_name", count=count)
+                        code="split_name", count=count, input_name=name)
     return [f"{m.group('prefix')}-{i:05d}-of-{count:05d}.gguf" for i in range(1, count + 1)]
 
 
@@ -162,7 +162,7 @@ def open_gguf(source: ByteSource, *, validate: bool = True, unknown_types: bool 
         if open_part is None:
             raise GGUFError(f"{file.name} is one of a split set of {count} files; the others cannot be opened "
                             "from this input (a stream): give the path of one of the files", code="split_stream",
-                            count=count)
+                            count=count, input_name=file.name)
         names = part_names(file.name, count)
         given = os.path.basename(file.name)
         for i, name in enumerate(names):

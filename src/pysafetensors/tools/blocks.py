@@ -20,12 +20,14 @@ member), and its label names the outer members by their range: ``model.layers.[0
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import chain, count
+from typing import Any
 
 from ..format._gcpause import paused_gc
 from ._base import JsonResult
-from .tree import PrefixGroups
+from .tree import PrefixGroups, natural_key, natural_order
 
 #: differences named in a BlockDifference's reason before "and N more"
 REASONS_SHOWN = 2
@@ -100,7 +102,7 @@ def _shape_text(dtype: str, shape: Sequence[int]) -> str:
     return f"{dtype} [{', '.join(map(str, shape))}]"
 
 
-def _reason(sig: Signature, block: Signature, facts: list[tuple[str, tuple[int, ...]]]) -> str:
+def _reason(sig: Signature, block: Signature, facts: Mapping[int, tuple[str, tuple[int, ...]]]) -> str:
     """Why a member with tensors ``sig`` is not the block ``block``: its first differences."""
     mine, theirs = dict(sig), dict(block)
     diffs: list[str] = []
@@ -120,61 +122,66 @@ def _reason(sig: Signature, block: Signature, facts: list[tuple[str, tuple[int, 
 def find_blocks(groups: PrefixGroups, names: Sequence[str], dtypes: Sequence[str],
                 shapes: Sequence[Sequence[int]]) -> list[RepeatedBlock]:
     """Every repeated block of the tree ``groups`` (:func:`~pysafetensors.tools.tree.prefix_groups`
-    of ``names``; ``dtypes`` and ``shapes`` beside them), the groups in depth-first order and the
-    blocks of one group by their first member.  ``nested`` ones included: :func:`reported` leaves
-    them out.
+    or :func:`~pysafetensors.tools.tree.name_order_groups` of ``names``; ``dtypes`` and ``shapes``
+    beside them), the groups in natural depth-first order and the blocks of one group by their
+    first member.  ``nested`` ones included: :func:`reported` leaves them out.  The same blocks
+    whichever order ``groups`` has its siblings in (only their group numbers differ).
 
     Two groups hold the same tensors exactly when their direct children have the same labels,
     in the same order, each child tensor the same dtype and shape and each child group the same
-    tensors in turn; so every group gets a structure number from its children's, bottom up
-    (equal numbers, equal structure), in one pass over the tree whatever the nesting.
+    tensors in turn (the same names below two groups come in the same order, whichever order
+    ``groups`` has); so every group gets a structure number from its children's as the walk
+    leaves it (a subtree's nodes are consecutive), in one pass over the tree whatever the nesting.
     """
     g = groups
     nodes, label, end = g.nodes, g.label, g.end
     ngroups = len(label)
-    # Group numbers follow the depth-first order (prefix_groups numbers a group as it opens it),
-    # so a forward pass sees every group after its parent, a backward one after its children.
+    # A number per distinct (dtype, shape), made in C (sparse: the count runs on for known ones).
+    fact_ids: dict[tuple[str, tuple[int, ...]], int] = {}
+    fact = list(map(fact_ids.setdefault, zip(dtypes, map(tuple, shapes)), count()))
+    facts = {v: k for k, v in fact_ids.items()}
     start = [0] * ngroups  # where each group's children begin in nodes
     parent = [0] * ngroups
     cut = [0] * ngroups  # the length of "path." (a child's name after it is its label)
-    kids: list[list[int]] = [[] for _ in range(ngroups)]  # direct children, as in nodes
-    group_kids = [0] * ngroups
-    stack = [0]
-    top, stop = 0, end[0]
-    for pos, n in enumerate(nodes):
-        if pos >= stop:
-            while pos >= end[stack[-1]]:
-                stack.pop()
-            top = stack[-1]
-            stop = end[top]
-        kids[top].append(n)
-        if n < 0:
-            k = -1 - n
-            parent[k] = top
-            group_kids[top] += 1
-            start[k] = pos + 1
-            cut[k] = cut[top] + len(label[k]) + 1
-            stack.append(k)
-            top, stop = k, end[k]
-    fact_ids: dict[tuple[str, tuple[int, ...]], int] = {}
-    fact = [fact_ids.setdefault(key, len(fact_ids)) for key in zip(dtypes, map(tuple, shapes))]
-    facts = list(fact_ids)
     structure = [0] * ngroups
     interned: dict[tuple[tuple[str, int], ...], int] = {}
-    candidates = []  # groups with two or more child groups, in depth-first order
-    for gid in range(ngroups - 1, -1, -1):
-        at = cut[gid]
-        entries = tuple([(names[n][at:], fact[n]) if n >= 0 else (label[-1 - n], -1 - structure[-1 - n])
-                         for n in kids[gid]])
-        structure[gid] = interned.setdefault(entries, len(interned))
-        if group_kids[gid] >= 2:
-            candidates.append(gid)
-    candidates.reverse()
+    # The groups with two or more child groups: their child groups, and how many children they have.
+    subgroups: dict[int, tuple[list[int], int]] = {}
+    # The walk: the open group ``top`` (its children's entries so far, its child groups, its cut
+    # and end) and the ones above it, below them a frame the root's entry is left in.
+    items: list[tuple[str, int]] = []
+    subs: list[int] = []
+    top, at, stop = 0, 0, end[0]
+    stack: list[tuple[int, list[tuple[str, int]], list[int], int, int]] = [(-1, [], [], 0, end[0] + 1)]
+    for pos, n in chain(enumerate(nodes), ((len(nodes), None),)):
+        while pos >= stop:  # ``top`` ends here: its structure is its children's entries
+            done = interned.setdefault(tuple(items), len(interned))
+            structure[top] = done
+            if len(subs) >= 2:
+                subgroups[top] = (subs, len(items))
+            entry = (label[top], -1 - done)
+            top, items, subs, at, stop = stack.pop()
+            items.append(entry)
+        if n is None:
+            break
+        if n >= 0:
+            items.append((names[n][at:], fact[n]))
+        else:
+            k = -1 - n
+            parent[k] = top
+            start[k] = pos + 1
+            subs.append(k)
+            stack.append((top, items, subs, at, stop))
+            top, items, subs, at, stop = k, [], [], at + len(label[k]) + 1, end[k]
+            cut[k] = at
 
     def flat(c: int) -> Signature:
         """Group ``c``'s tensors as (name after its path, fact number): what a reason compares."""
         at = cut[c]
-        return tuple((names[i][at:], fact[i]) for i in nodes[start[c]:end[c]] if i >= 0)
+        tensors = [i for i in nodes[start[c]:end[c]] if i >= 0]
+        if not g.natural:  # the order its tensors are listed (and its differences named) in
+            tensors = [tensors[j] for j in natural_order([names[i] for i in tensors])]
+        return tuple((names[i][at:], fact[i]) for i in tensors)
 
     path: dict[int, str] = {0: ""}
     shown: dict[int, str] = {0: ""}  # the path, the first members of outer blocks written as their ranges
@@ -187,7 +194,7 @@ def find_blocks(groups: PrefixGroups, names: Sequence[str], dtypes: Sequence[str
         return path[k]
 
     def shown_of(k: int) -> str:
-        # Asked only once every block of k's ancestors is known (candidates go depth first).
+        # Asked only once every block of k's ancestors is known (groups go in number order, parents first).
         if k not in shown:
             up = parent[k]
             part = first_member.get(k, label[k])
@@ -214,11 +221,13 @@ def find_blocks(groups: PrefixGroups, names: Sequence[str], dtypes: Sequence[str
     first_member: dict[int, str] = {}  # group -> how its block writes it: "[0–31]"
     first_count: dict[int, int] = {}  # group -> the members of the block it stands for
     blocks: list[RepeatedBlock] = []
-    for gid in candidates:
-        child_groups = [-1 - n for n in kids[gid] if n < 0]
+    for gid in sorted(subgroups):  # each group after its parent
+        child_groups, children = subgroups[gid]
         numbered = [(int(label[c]), c) for c in child_groups if plain(label[c])]
         if len(numbered) < 2:
             continue
+        if not g.natural:
+            numbered.sort()  # natural order: a plain number's value (two labels, two values)
         alike_by: dict[int, list[tuple[int, int]]] = {}
         for num, c in numbered:
             alike_by.setdefault(structure[c], []).append((num, c))
@@ -228,7 +237,7 @@ def find_blocks(groups: PrefixGroups, names: Sequence[str], dtypes: Sequence[str
         main = max(alike, key=len)  # the largest; the first of equals
         lone = [ms[0] for ms in alike_by.values() if len(ms) == 1]
         main_sig = flat(main[0][1]) if lone else ()
-        only_numbered = len(numbered) == len(kids[gid])
+        only_numbered = len(numbered) == children
         here, owner, inside, outer = path_of(gid), shown_of(gid), is_nested(gid), outer_copies(gid)
         for members in alike:
             nums = [num for num, _ in members]
@@ -260,6 +269,15 @@ def find_blocks(groups: PrefixGroups, names: Sequence[str], dtypes: Sequence[str
             first_member[first] = ranges
             first_count[first] = len(members)
             marked.update(c for _, c in members[1:])
+    if not g.natural:  # in the natural order of their groups' paths (a stable sort: a group's stay in order)
+        keys: dict[int, tuple[tuple[Any, ...], ...]] = {0: ()}
+
+        def path_key(k: int) -> tuple[tuple[Any, ...], ...]:
+            if k not in keys:
+                keys[k] = (*path_key(parent[k]), natural_key(label[k]))
+            return keys[k]
+
+        blocks.sort(key=lambda b: path_key(b._group))
     return blocks
 
 

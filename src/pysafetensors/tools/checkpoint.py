@@ -35,17 +35,17 @@ per small tensor.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
-from math import prod
+from functools import partial
 from typing import Any, ClassVar, Literal, Protocol, overload, runtime_checkable
 
-from ..errors import GGUFUnsupported, SafetensorError, SourceError, TensorNotFound
+from ..errors import GGUFUnsupported, InvalidIndex, SafetensorError, SourceError, TensorNotFound
 from ..format.dtypes import DType
 from ..format.header import N_LEN, TensorInfo
 from ..gguf.header import GGUFHeader
-from ..gguf.reader import DecodedBytes, GGUFFile, value_dtype
+from ..gguf.reader import DecodedBytes, GGUFFile, GGUFTensor
 from ..gguf.split import open_gguf
 from ..io.locate import Located, is_sharded_path, locate
 from ..io.protocols import capabilities
@@ -110,33 +110,55 @@ class ReadOnSlice(TensorBytes, Protocol):
 
 
 class RangedBytes:
-    """A tensor's bytes on a source without zero-copy views: ``[lo:hi]`` reads that range only
-    (a failed read names the tensor: ``SafeFile.read_data``)."""
+    """A tensor's bytes read as they are sliced: ``[lo:hi]`` is ``read(lo, hi)``, that range
+    only (a safetensors tensor on a source without zero-copy views, a GGUF tensor's stored bytes)."""
 
-    def __init__(self, file: SafeFile, info: TensorInfo) -> None:
-        self.file = file
-        self.info = info
-        self.length = info.nbytes
+    def __init__(self, read: Callable[[int, int], Any], length: int) -> None:
+        self.read = read
+        self.length = length
 
     def __len__(self) -> int:
         return self.length
 
-    def __getitem__(self, key: slice) -> memoryview:
+    def __getitem__(self, key: slice) -> Any:
         if not isinstance(key, slice):
             raise TypeError("RangedBytes supports byte-range slices only")
         start, stop, step = key.indices(self.length)
         if step != 1:
             raise ValueError("RangedBytes slices must be contiguous")
-        buf = alloc(max(stop - start, 0))  # large chunks: an anonymous map, no zero-fill pass
-        if len(buf):
-            self.file.read_data(self.info.begin + start, buf, tensor=self.info.name)
-        return buf
+        return self.read(start, max(stop, start))
 
     def held(self, cap: int) -> TensorBytes:
         return self[0 : self.length] if self.length <= cap else self
 
     def resident(self) -> int:
         return 0
+
+
+def read_ahead_runs(infos: Sequence[TensorInfo], keys: Sequence[object | None]) -> Iterator[tuple[int, int]]:
+    """``(i, j)`` for each run ``infos[i:j]`` that one read fetches, in order: consecutive
+    tensors of the same file (``keys``: its object; None for a tensor read on its own, such as
+    one on a mapped file) that lie close together (holes of at most READ_AHEAD_GAP) within
+    :func:`read_ahead_bytes`.  A tensor larger than that, or with no such neighbour, is a run of one."""
+    window = read_ahead_bytes()
+    i = 0
+    while i < len(infos):
+        first, key, j = infos[i], keys[i], i + 1
+        if key is not None and first.nbytes <= window:
+            end = first.end
+            while j < len(infos):
+                nxt = infos[j]
+                if keys[j] is not key or nxt.begin < end or nxt.begin - end > READ_AHEAD_GAP or nxt.end - first.begin > window:
+                    break
+                end = nxt.end
+                j += 1
+        yield i, j
+        i = j
+
+
+def missing(path: str, name: str) -> TensorNotFound:
+    """The error for a tensor the checkpoint shown as ``path`` does not hold."""
+    return TensorNotFound(f"{path} does not contain tensor {name}", tensor=name)
 
 
 def matches(name: str, patterns: Sequence[str] | None) -> bool:
@@ -165,7 +187,7 @@ class MetadataDisagreement:
 class Checkpoint:
     """One logical checkpoint: every tensor, its bytes, its metadata, however many files hold it."""
 
-    format: ClassVar[str] = "safetensors"
+    format: ClassVar[Literal["safetensors"]] = "safetensors"
 
     path: str  # as shown to people: a URL without credentials or query string
     files: list[SafeFile]
@@ -227,10 +249,10 @@ class Checkpoint:
         return [f.info(n) for n in f.names() if self._owner.get(n) == i]
 
     def _file(self, name: str) -> SafeFile:
-        try:
-            return self.files[self._owner[name]]
-        except KeyError:
-            raise TensorNotFound(f"{self.path} does not contain tensor {name}", tensor=name) from None
+        i = self._owner.get(name)
+        if i is None:
+            raise missing(self.path, name)
+        return self.files[i]
 
     def info(self, name: str) -> TensorInfo:
         return self._file(name).info(name)
@@ -244,7 +266,15 @@ class Checkpoint:
         f = self._file(name)
         if capabilities(f.source).view:
             return f.raw(name).data
-        return RangedBytes(f, f.info(name))
+        info = f.info(name)
+
+        def read(start: int, stop: int) -> memoryview:
+            buf = alloc(stop - start)  # large chunks: an anonymous map, no zero-fill pass
+            if len(buf):  # a failed read names the tensor
+                f.read_data(info.begin + start, buf, tensor=name)
+            return buf
+
+        return RangedBytes(read, info.nbytes)
 
     def stored(self, name: str) -> TensorBytes | None:
         """The tensor's bytes as stored (as :meth:`data`: safetensors stores values)."""
@@ -262,31 +292,18 @@ class Checkpoint:
         :func:`read_ahead_bytes`; larger tensors stay :class:`RangedBytes` for chunked reads.
         The bytes handed out are valid until the next item is taken.
         """
-        window = read_ahead_bytes()
-        infos = [(self._file(n), self.info(n)) for n in names]
-        i = 0
-        while i < len(infos):
-            f, info = infos[i]
-            if capabilities(f.source).view or info.nbytes > window:
-                yield info, self.data(info.name)
-                i += 1
-                continue
-            j, end = i + 1, info.end
-            while j < len(infos):
-                g, nxt = infos[j]
-                if g is not f or nxt.begin < end or nxt.begin - end > READ_AHEAD_GAP or nxt.end - info.begin > window:
-                    break
-                end = nxt.end
-                j += 1
+        infos = [self.info(n) for n in names]
+        files = [self._file(n) for n in names]
+        keys = [None if capabilities(f.source).view else f for f in files]
+        for i, j in read_ahead_runs(infos, keys):
+            first = infos[i]
             if j == i + 1:
-                yield info, self.data(info.name)
-                i += 1
+                yield first, self.data(first.name)
                 continue
-            buf = alloc(end - info.begin)
-            f.read_data(info.begin, buf)  # a failure names the tensor it hit
-            for _, t in infos[i:j]:
-                yield t, buf[t.begin - info.begin : t.end - info.begin]
-            i = j
+            buf = alloc(infos[j - 1].end - first.begin)
+            files[i].read_data(first.begin, buf)  # a failure names the tensor it hit
+            for t in infos[i:j]:
+                yield t, buf[t.begin - first.begin : t.end - first.begin]
 
     def data_regions(self) -> list[tuple[SafeFile, int, int]]:
         """(file, absolute start, length) of each file's data region, in order."""
@@ -340,11 +357,14 @@ class Checkpoint:
         self.close()
 
 
-def _named(path: str, e: SafetensorError) -> SafetensorError:
-    # Say which file: format errors name tensors and offsets, not the path.
-    if path not in str(e):
+def name_input(path: str, e: SafetensorError) -> SafetensorError:
+    """``e`` saying which input it is about: format errors name tensors and offsets, not the
+    path, so their message gets it in front; the I/O layer's and an index's errors, and those
+    raised with ``input_name`` (a split GGUF set's), name it already.  ``input_name`` is then
+    ``path``, for a message in a user's words (HeaderError.plain)."""
+    if e.input_name is None and not isinstance(e, (SourceError, InvalidIndex)):
         e.args = (f"{path}: {e}",)
-    e.input_name = path  # for a message in a user's words (HeaderError.plain)
+    e.input_name = path
     return e
 
 
@@ -355,7 +375,7 @@ def _from_sharded(path: str, sf: ShardedFile) -> Checkpoint:
             try:
                 files.append(sf.shard(shard))
             except SafetensorError as e:
-                raise _named(redact_url(shard), e) from None
+                raise name_input(redact_url(shard), e) from None
         owner: dict[str, int] = {}
         for i, shard in enumerate(sf.shard_names):
             sf.check(shard, complete=True)  # the index's rule: every mapped tensor is there
@@ -370,58 +390,11 @@ def _from_sharded(path: str, sf: ShardedFile) -> Checkpoint:
 # --- GGUF -----------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class GGUFTensor:
-    """One GGUF tensor as the tools see it.
-
-    ``type`` is the GGML type as llama.cpp spells it (``Q4_K``, ``F32``; ``unknown_<n>`` for
-    ids this version does not list), ``dims`` GGUF's stored order (fastest-varying first),
-    ``begin``/``end`` its stored bytes relative to the data section.  ``shape`` (PyTorch's
-    order, ``dims`` reversed) and ``dtype`` (:func:`~pysafetensors.gguf.reader.value_dtype`)
-    describe its values, which is what the value tools read.
-    """
-
-    name: str
-    type: str
-    dims: tuple[int, ...]
-    shape: tuple[int, ...]
-    begin: int
-    end: int
-    dtype: DType
-    quantized: bool
-
-    @property
-    def nbytes(self) -> int:
-        return self.end - self.begin
-
-    @property
-    def nelements(self) -> int:
-        return prod(self.shape)
-
-    @property
-    def decoded(self) -> bool:
-        return True
-
-
-class _StoredBytes:
-    """A GGUF tensor's stored (quantized) bytes, read as they are sliced."""
-
-    def __init__(self, file: GGUFFile, name: str, length: int) -> None:
-        self.file, self.name, self.length = file, name, length
-
-    def __len__(self) -> int:
-        return self.length
-
-    def __getitem__(self, key: slice) -> Any:
-        start, stop, _ = key.indices(self.length)
-        return self.file.stored(self.name, start, stop)
-
-
 class GGUFCheckpoint:
     """A GGUF file opened for the tools: the same questions as a :class:`Checkpoint` answers
     (``tensors``, ``info``, ``data``, ``stream``...), plus the GGUF header (``header``)."""
 
-    format: ClassVar[str] = "gguf"
+    format: ClassVar[Literal["gguf"]] = "gguf"
     sharded = False
     index_path: str | None = None
     metadata: dict[str, str] | None = None  # GGUF metadata is typed: ``header.fields``
@@ -432,22 +405,13 @@ class GGUFCheckpoint:
         self.header: GGUFHeader = file.header
         # a split set's files, else this one file
         self.file_names = [os.path.basename(redact_url(p)) for p in file.parts] if len(file.parts) > 1 else [file_name]
-        tensors = []
-        for t in self.header.tensors:
-            gt = t.ggml_type
-            nbytes = t.nbytes or 0
-            tensors.append(GGUFTensor(t.name, gt.name if gt is not None else t.type_name, t.dims, t.shape,
-                                      t.offset, t.offset + nbytes, value_dtype(t), gt is None or gt.quantized))
+        tensors = [GGUFTensor.of(t) for t in self.header.tensors]
         self._tensors = tensors
         self._by_name = {t.name: t for t in tensors}
 
     @property
     def local(self) -> bool:
         return url_scheme(self.path) in (None, "file")
-
-    @property
-    def version(self) -> int:
-        return self.header.version
 
     @property
     def file_size(self) -> int:
@@ -468,10 +432,10 @@ class GGUFCheckpoint:
         return list(self._tensors)
 
     def info(self, name: str) -> GGUFTensor:
-        try:
-            return self._by_name[name]
-        except KeyError:
-            raise TensorNotFound(f"{self.path} does not contain tensor {name}", tensor=name) from None
+        t = self._by_name.get(name)
+        if t is None:
+            raise missing(self.path, name)
+        return t
 
     def file_of(self, name: str) -> str:
         self.info(name)
@@ -487,7 +451,7 @@ class GGUFCheckpoint:
         """The tensor's bytes as stored (quantized), read as they are sliced; None for a type
         this version does not know (where its bytes end is unknown)."""
         t = self.info(name)
-        return None if t.type.startswith("unknown") else _StoredBytes(self.file, t.name, t.nbytes)
+        return None if t.type.startswith("unknown") else RangedBytes(partial(self.file.stored, t.name), t.nbytes)
 
     def stream(self, names: Sequence[str], heads: Mapping[str, int] | None = None
                ) -> Iterator[tuple[GGUFTensor, DecodedBytes]]:
@@ -498,38 +462,16 @@ class GGUFCheckpoint:
         """
         heads = heads or {}
         infos = [self.info(n) for n in names]
-        window = read_ahead_bytes()
-        i = 0
-        while i < len(infos):
-            t = infos[i]
-            if self.file.views or t.nbytes > window or t.type.startswith("unknown"):
-                yield t, self.data(t.name, heads.get(t.name))
-                i += 1
-                continue
-            j, end = i + 1, t.end
-            while j < len(infos):
-                nxt = infos[j]
-                if (nxt.begin < end or nxt.begin - end > READ_AHEAD_GAP or nxt.end - t.begin > window
-                        or nxt.type.startswith("unknown")):
-                    break
-                end = nxt.end
-                j += 1
+        keys = [None if self.file.views or t.type.startswith("unknown") else self.file for t in infos]
+        for i, j in read_ahead_runs(infos, keys):
+            first = infos[i]
             if j == i + 1:
-                yield t, self.data(t.name, heads.get(t.name))
-                i += 1
+                yield first, self.data(first.name, heads.get(first.name))
                 continue
-            import numpy as np
-
-            buf = np.empty(end - t.begin, dtype=np.uint8)
-            where = self.header.data_offset + t.begin
-            try:
-                self.file.source.read_into(where, buf.data)
-            except SourceError as e:
-                raise type(e)(f"{e} (tensor {t.name!r}, offset {where})", tensor=t.name, offset=where) from e
-            for u in infos[i:j]:
-                stored = buf[u.begin - t.begin : u.end - t.begin]
-                yield u, self.file.decoded(u.name, heads.get(u.name), stored)
-            i = j
+            buf = self.file.stored(first.name, 0, infos[j - 1].end - first.begin)  # the whole run, read once
+            for t in infos[i:j]:
+                stored = buf[t.begin - first.begin : t.end - first.begin]
+                yield t, self.file.decoded(t.name, heads.get(t.name), stored)
 
     def shard_metadata(self) -> list[ShardMetadata] | None:
         return None
@@ -564,7 +506,7 @@ def _open_file(found: Located, gguf: bool, shown: str, gguf_layout: bool) -> Che
         source.close()
         raise GGUFUnsupported(
             f"{shown} is a GGUF file; this command works on safetensors checkpoints (inspect, id, diff, validate "
-            "and stats read GGUF; `pysafetensors convert IN.gguf OUT.safetensors` converts it)"
+            "and stats read GGUF; `pysafetensors convert IN.gguf OUT.safetensors` converts it)", input_name=shown
         )
     gguf_file = open_gguf(source, validate=gguf_layout, unknown_types=True, open_part=found.sibling_opener())
     return GGUFCheckpoint(shown, gguf_file, file_name)
@@ -601,7 +543,7 @@ def open_checkpoint(path: str | os.PathLike[str], storage_options: Mapping[str, 
             return _open_file(found, gguf, shown, gguf_layout)
         sharded = open_index(found.location, None, storage_options)  # the backend is chosen per file
     except SafetensorError as e:
-        raise _named(shown, e) from None
+        raise name_input(shown, e) from None
     return _from_sharded(shown, sharded)
 
 __all__ = ["AnyCheckpoint", "Checkpoint", "GGUFCheckpoint", "GGUFTensor", "MetadataDisagreement", "RangedBytes",

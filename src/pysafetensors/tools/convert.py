@@ -28,6 +28,7 @@ from ..io.protocols import ByteSource
 from ..io.redact import redact_url
 from ..io.registry import open_source, url_scheme
 from ._base import JsonResult, Progress, no_progress
+from .checkpoint import name_input
 
 
 @dataclass
@@ -70,8 +71,7 @@ def _convert_gguf(source: ByteSource, shown: str, output: str, key: str | None, 
                 report = convert_gguf(gguf, output, dtype=chosen, hf=hf_names, progress=bar.update,
                                       durable=True, metadata=metadata)
     except SafetensorError as e:
-        if shown not in str(e):
-            e.args = (f"{shown}: {e}",)
+        name_input(shown, e)
         raise
     return GGUFConversionResult(shown, gguf.version, report)
 

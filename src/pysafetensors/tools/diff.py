@@ -65,7 +65,6 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, TypeVar, cast
 
-from ..errors import TensorNotFound
 from ..format.header import TensorInfo
 from ..gguf.convert import metadata_string
 from ..gguf.hf_bytes import mapped_bytes, reads_as_stored
@@ -79,10 +78,9 @@ from .checkpoint import (
     AnyCheckpoint,
     Checkpoint,
     GGUFCheckpoint,
-    GGUFTensor,
-    TensorAccess,
     TensorBytes,
     ValueTensor,
+    missing,
     open_checkpoint,
 )
 from .pairing import Item, RegionView, Span, differing_spans, equal_bytes, hold, stream_pair
@@ -166,10 +164,17 @@ class DiffResult(JsonResult):
     rtol: float | None = None
     atol: float | None = None
 
+    def gguf_part(self) -> GGUFDiffResult | None:
+        """This result with its GGUF fields (a diff with a GGUF side), else None."""
+        return None
+
 
 @dataclass
 class GGUFDiffResult(DiffResult):
     """A diff with a GGUF side: which formats, and how GGUF names were matched."""
+
+    def gguf_part(self) -> GGUFDiffResult | None:
+        return self
 
     formats: list[str] = field(default_factory=list)  # of a and b: "gguf" or "safetensors"
     metadata_compared: bool = True  # False between a GGUF and a safetensors checkpoint
@@ -223,7 +228,7 @@ def _tensor_verdict(differing: int, bit_equal: bool, decoded: bool, tolerant: bo
     return WITHIN_TOLERANCE
 
 
-def _desc(t: TensorInfo | GGUFTensor) -> TensorDesc:
+def _desc(t: TensorInfo) -> TensorDesc:
     """A tensor as the diff lists it: its stored type (a GGUF tensor's GGML type), shape and stored bytes."""
     return TensorDesc(t.name, t.type, list(t.shape), t.nbytes)
 
@@ -381,17 +386,13 @@ def compare_values(
 
 
 def tensor_value_diff(
-    a: TensorAccess, b: TensorAccess, name: str, rtol: float | None = None, atol: float | None = None
+    a: AnyCheckpoint, b: AnyCheckpoint, name: str, rtol: float | None = None, atol: float | None = None
 ) -> ValueDiff:
     """One tensor's value comparison (the viewer's on-demand diff), reading only its bytes.
-    With a GGUF side, ``name`` is the name :func:`diff_files` shows (a Hugging Face name when
+    ``name`` is the name :func:`diff_files` shows (with a GGUF side, a Hugging Face name when
     GGUF names were mapped)."""
-    if isinstance(a, GGUFCheckpoint) or isinstance(b, GGUFCheckpoint):
-        if not (isinstance(a, (Checkpoint, GGUFCheckpoint)) and isinstance(b, (Checkpoint, GGUFCheckpoint))):
-            raise TypeError("a value diff with a GGUF side needs both checkpoints (names are mapped across formats)")
-        (ta, da), (tb, db) = value_pair(a, b, name)
-        return dataclasses.replace(compare_values(ta, da, tb, db, rtol, atol), name=name)
-    return compare_values(a.info(name), a.data(name), b.info(name), b.data(name), rtol, atol)
+    (ta, da), (tb, db) = value_pair(a, b, name)
+    return dataclasses.replace(compare_values(ta, da, tb, db, rtol, atol), name=name)
 
 
 def value_pair(a: AnyCheckpoint, b: AnyCheckpoint, name: str
@@ -399,10 +400,12 @@ def value_pair(a: AnyCheckpoint, b: AnyCheckpoint, name: str
     """Tensor ``name``, as :func:`diff_files` shows it, in each checkpoint: its header entry and
     its values (a GGUF name mapped to the Hugging Face one and llama's q/k rows put back, as the
     diff does), for a caller that computes several things from one pair (the viewer)."""
+    if a.format == b.format:  # the same names on both sides: nothing to map
+        return (a.info(name), a.data(name)), (b.info(name), b.data(name))
     sa, sb, _ = _sides(a, b)
     for side in (sa, sb):
         if name not in side.own:
-            raise TensorNotFound(f"{side.ckpt.path} does not contain tensor {name}", tensor=name)
+            raise missing(side.ckpt.path, name)
     (ta, da), = sa.values([name])
     (tb, db), = sb.values([name])
     return (ta, da), (tb, db)
@@ -455,7 +458,7 @@ def diff_files(
     if isinstance(b, (str, os.PathLike)):
         with open_checkpoint(b, gguf=True) as opened:
             return diff_files(a, opened, values, rtol, atol, progress, structure_only=structure_only, visit=visit)
-    if isinstance(a, GGUFCheckpoint) or isinstance(b, GGUFCheckpoint):
+    if a.format == "gguf" or b.format == "gguf":
         return _diff_gguf(a, b, _mode(a, b, values, structure_only), values, rtol, atol, progress, visit)
     sa, sb = _Stream.of(a), _Stream.of(b)
     ta, tb = sa.infos, sb.infos
@@ -513,7 +516,7 @@ class _Stream:
 
     def region_view(self) -> RegionView | None:
         """``view(file, offset, length)`` over a local Checkpoint's mapped data regions, or None."""
-        if not isinstance(self.ckpt, Checkpoint) or not self.ckpt.local:
+        if self.ckpt.format != "safetensors" or not self.ckpt.local:
             return None
         regions = self.ckpt.data_regions()
         if not all(capabilities(f.source).view for f, _, _ in regions):
@@ -725,9 +728,9 @@ def _sides(a: AnyCheckpoint, b: AnyCheckpoint) -> tuple[_Side, _Side, list[str]]
     match more (with the GGUF names gguf-py could not map)."""
     sa, sb = _plain_side(a), _plain_side(b)
     unmapped: list[str] = []
-    if isinstance(a, GGUFCheckpoint) and not isinstance(b, GGUFCheckpoint):
+    if a.format == "gguf" and b.format != "gguf":
         sa, unmapped = _mapped_side(a, set(sb.own))
-    elif isinstance(b, GGUFCheckpoint) and not isinstance(a, GGUFCheckpoint):
+    elif b.format == "gguf" and a.format != "gguf":
         sb, unmapped = _mapped_side(b, set(sa.own))
     return sa, sb, unmapped
 
@@ -759,7 +762,7 @@ def _diff_gguf(a: AnyCheckpoint, b: AnyCheckpoint, mode: str, values: bool, rtol
         changes = [k for k in ("dtype", "shape", "nbytes") if getattr(x, k) != getattr(y, k)]
         if changes:
             r.tensors_changed.append(TensorChange(name, x, y, changes))
-    if isinstance(a, GGUFCheckpoint) and isinstance(b, GGUFCheckpoint):
+    if a.format == "gguf" and b.format == "gguf":
         ma, mb = _typed_metadata(a), _typed_metadata(b)
         r.metadata_added = {k: mb[k][1] for k in sorted(set(mb) - set(ma))}
         r.metadata_removed = {k: ma[k][1] for k in sorted(set(ma) - set(mb))}

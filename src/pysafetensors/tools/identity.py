@@ -38,9 +38,10 @@ import json
 import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, cast
+from typing import Any, cast
 
 from ..errors import GGUFUnsupported
+from ..format.header import TensorInfo
 from ..gguf.identity import gguf_identity, identity_document
 from ..io.protocols import ViewSource, capabilities
 from ..reader import alloc
@@ -87,16 +88,7 @@ def _specs(ckpt: Checkpoint) -> list[tuple[str, str, tuple[int, ...], int]]:
     return [(t.name, t.dtype.code, t.shape, t.nbytes) for t in ckpt.tensors]
 
 
-class _Span(Protocol):
-    @property
-    def name(self) -> str: ...
-    @property
-    def begin(self) -> int: ...
-    @property
-    def end(self) -> int: ...
-
-
-def _feed(owned: Sequence[_Span], k: int, off: int, chunk: memoryview, hashers: dict[str, Any]) -> int:
+def _feed(owned: Sequence[TensorInfo], k: int, off: int, chunk: memoryview, hashers: dict[str, Any]) -> int:
     """Hash the parts of ``owned`` (sorted by begin, not overlapping) that ``chunk`` (at ``off``)
     covers; returns the first one that may overlap the next chunk."""
     n = len(chunk)
@@ -111,7 +103,7 @@ def _feed(owned: Sequence[_Span], k: int, off: int, chunk: memoryview, hashers: 
 
 
 def _hash_region(length: int, view: Callable[[int, int], memoryview] | None, read: Callable[[int, memoryview], Any],
-                 owned: Sequence[_Span], whole: Any, hashers: dict[str, Any], bar: Any) -> None:
+                 owned: Sequence[TensorInfo], whole: Any, hashers: dict[str, Any], bar: Any) -> None:
     """Hash one data region of ``length`` bytes, HASH_CHUNK at a time: all of it into ``whole``
     (unless None), each tensor of ``owned`` (sorted by begin) into its ``hashers`` entry.
 
@@ -184,12 +176,12 @@ def identify(
     progress: Progress = no_progress,
 ) -> Identity:
     """The structural ID, and with ``content``/``per_tensor`` the hashes from one pass over the data."""
-    if isinstance(ckpt, GGUFCheckpoint):
-        return _identify_gguf(ckpt, content, per_tensor, canonical, progress)
     if isinstance(ckpt, (str, os.PathLike)):
         # a GGUF's header is all the structural ID needs; hashing its data needs a sound layout
         with open_checkpoint(ckpt, gguf=True, gguf_layout=content or per_tensor) as opened:
             return identify(opened, content, per_tensor, canonical, progress)
+    if ckpt.format == "gguf":
+        return _identify_gguf(ckpt, content, per_tensor, canonical, progress)
     specs = _specs(ckpt)
     digest = structural_id(ckpt.metadata, specs)
     result = Identity(ckpt.path, PREFIX + digest[:8], digest)

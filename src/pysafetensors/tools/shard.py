@@ -82,11 +82,12 @@ class _ReadAhead:
 
 def writer_order(ckpt: Checkpoint, groups: Sequence[Sequence[str]]) -> list[str]:
     """The order the writer asks for the tensors of ``groups`` (one group per output file,
-    written in turn): each file's layout order (``format.layout.plan_layout``)."""
+    written in turn): each file's layout order (``format.layout.plan_layout``; the names are the
+    checkpoint's, and the writer checks them)."""
     order: list[str] = []
     for group in groups:
         infos = [ckpt.info(n) for n in group]
-        order += [e.name for e in plan_layout((t.name, t.dtype, t.shape) for t in infos).entries]
+        order += [e.name for e in plan_layout(((t.name, t.dtype, t.shape) for t in infos), names_checked=True).entries]
     return order
 
 
@@ -151,7 +152,7 @@ def shard_checkpoint(
     with open_checkpoint(path, storage_options) as ckpt:
         nbytes = {t.name: t.nbytes for t in ckpt.tensors}
         names = sorted(nbytes)
-        groups = plan_shards(((n, nbytes[n], None) for n in names), limit)
+        groups = plan_shards(((n, nbytes[n], None) for n in names), limit, names_checked=True)  # a dict's keys
         files = shard_names(len(groups), prefix)
         shards = [ShardFile(f, len(g), sum(nbytes[n] for n in g)) for f, g in zip(files, groups)]
         options = dict(output_storage_options) if output_storage_options else None

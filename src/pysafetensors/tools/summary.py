@@ -35,7 +35,7 @@ from .checkpoint import (
     matches,
     open_checkpoint,
 )
-from .tree import PrefixGroups, TreeNode, prefix_groups, tree_nodes
+from .tree import PrefixGroups, TreeNode, name_order_groups, prefix_groups, tree_nodes
 
 MODELSPEC_PREFIX = "modelspec."
 #: how a GGUF metadata value is shown (``inspect``'s text and the viewer): an array's first
@@ -81,6 +81,10 @@ class Summary(JsonResult):
     # neither was): what ``inspect`` draws its tree from, node objects made only for what it shows.
     _groups: tuple[PrefixGroups, TensorColumns] | None = field(default=None, repr=False, compare=False)
 
+    def gguf_part(self) -> GGUFSummary | None:
+        """This summary with its GGUF fields (a GGUF file's), else None."""
+        return None
+
 
 @dataclass
 class GGUFTensorRow(TensorRow):
@@ -100,6 +104,9 @@ class GGUFSummary(Summary):
     gguf_version: int = 0
     alignment: int = 0
     gguf_metadata: dict[str, GGUFMetadataEntry] = field(default_factory=dict)
+
+    def gguf_part(self) -> GGUFSummary | None:
+        return self
 
 
 @dataclass
@@ -164,20 +171,27 @@ _S = TypeVar("_S", bound=Summary)
 
 
 def _summary(cls: type[_S], ckpt: Checkpoint | GGUFCheckpoint, columns: TensorColumns, rows: list[TensorRow],
-             patterns: Sequence[str] | None, tree: bool, blocks: bool = True, **fields: Any) -> _S:
+             patterns: Sequence[str] | None, tree: bool, blocks: bool = True, groups: bool = True,
+             **fields: Any) -> _S:
     """``cls`` with what every format's summary holds (sizes, counts, per-dtype totals, the
     selected rows, their repeated blocks and tree) filled in from ``ckpt`` and the selected
     tensors' ``columns`` (``rows``: the same tensors as rows, or empty when the caller wants the
-    columns only); ``fields`` give the rest.  ``blocks``: find the repeated blocks (else None)."""
+    columns only); ``fields`` give the rest.  ``blocks``: find the repeated blocks (else None).
+    ``groups``: keep the grouping a text tree is drawn from (``_groups``, siblings in natural
+    order); without it or ``tree`` the blocks are found on the cheaper grouping in name order."""
     found: list[RepeatedBlock] | None = None
     root = None
     grouped = None
     if blocks or tree:
-        groups = prefix_groups(columns.name, columns.parameters, columns.nbytes)
-        grouped = (groups, columns)
-        found = reported(find_blocks(groups, columns.name, columns.dtype, columns.shape)) if blocks else None
+        if groups or tree:
+            grouping = prefix_groups(columns.name, columns.parameters, columns.nbytes)
+            grouped = (grouping, columns)
+        else:
+            grouping = name_order_groups(columns.name, columns.parameters, columns.nbytes)
+        found = reported(find_blocks(grouping, columns.name, columns.dtype, columns.shape)) if blocks else None
         if tree:
-            root = tree_nodes(groups, columns.name, columns.dtype, columns.shape, columns.parameters, columns.nbytes)
+            root = tree_nodes(grouping, columns.name, columns.dtype, columns.shape, columns.parameters,
+                              columns.nbytes)
     # Per dtype, a pass in C over the columns for each of the (few) dtypes, not a Python loop per tensor.
     by_dtype: dict[str, int] = {}
     bytes_by: dict[str, int] = {}
@@ -203,22 +217,25 @@ def _summary(cls: type[_S], ckpt: Checkpoint | GGUFCheckpoint, columns: TensorCo
 
 
 def summarize(
-    ckpt: AnyCheckpoint | str, patterns: Sequence[str] | None = None, tree: bool = False, *, rows: bool = True
+    ckpt: AnyCheckpoint | str, patterns: Sequence[str] | None = None, tree: bool = False, *, rows: bool = True,
+    groups: bool = True,
 ) -> Summary:
     """Everything ``inspect`` shows; counts cover the tensors ``patterns`` select.
 
     ``ckpt`` is an open :class:`Checkpoint` or :class:`GGUFCheckpoint` (left open), or anything
     :func:`open_checkpoint` takes (a GGUF file gives a :class:`GGUFSummary`).  ``rows=False``
     leaves ``tensors`` empty (no row object per tensor: what ``inspect`` does without
-    ``--tensors``); every other field is the same.
+    ``--tensors``); every other field is the same.  ``groups=False`` (with ``tree=False``) leaves
+    out the grouping a text tree is drawn from (``inspect`` without ``--tree``): the repeated
+    blocks are the same, found without sorting the names naturally.
     """
-    if isinstance(ckpt, GGUFCheckpoint):
-        return _summarize_gguf(ckpt, patterns, tree)
     if isinstance(ckpt, (str, os.PathLike)):
         with open_checkpoint(ckpt, gguf=True) as opened:
-            return summarize(opened, patterns, tree, rows=rows)
+            return summarize(opened, patterns, tree, rows=rows, groups=groups)
+    if ckpt.format == "gguf":
+        return summarize_gguf(ckpt, patterns, tree, groups)
     columns = tensor_columns(ckpt, patterns)
-    return _summarize(ckpt, columns, columns.rows() if rows else [], patterns, tree)
+    return _summarize(ckpt, columns, columns.rows() if rows else [], patterns, tree, groups=groups)
 
 
 def summarize_columns(ckpt: Checkpoint, patterns: Sequence[str] | None = None) -> tuple[Summary, TensorColumns]:
@@ -232,10 +249,10 @@ def summarize_columns(ckpt: Checkpoint, patterns: Sequence[str] | None = None) -
 
 
 def _summarize(ckpt: Checkpoint, columns: TensorColumns, rows: list[TensorRow], patterns: Sequence[str] | None,
-               tree: bool, blocks: bool = True) -> Summary:
+               tree: bool, blocks: bool = True, groups: bool = True) -> Summary:
     metadata = ckpt.metadata
     return _summary(
-        Summary, ckpt, columns, rows, patterns, tree, blocks,
+        Summary, ckpt, columns, rows, patterns, tree, blocks, groups,
         metadata=metadata,
         modelspec=modelspec(metadata),
         files=ckpt.file_names if ckpt.sharded else None,
@@ -244,7 +261,9 @@ def _summarize(ckpt: Checkpoint, columns: TensorColumns, rows: list[TensorRow], 
     )
 
 
-def _summarize_gguf(ckpt: GGUFCheckpoint, patterns: Sequence[str] | None, tree: bool) -> GGUFSummary:
+def summarize_gguf(ckpt: GGUFCheckpoint, patterns: Sequence[str] | None = None, tree: bool = False,
+                   groups: bool = True) -> GGUFSummary:
+    """:func:`summarize` of a GGUF file."""
     rows: list[TensorRow] = [
         GGUFTensorRow(t.name, t.type, list(t.shape), [t.begin, t.end], t.nbytes, t.nelements, None, list(t.dims))
         for t in ckpt.tensors
@@ -263,7 +282,7 @@ def _summarize_gguf(ckpt: GGUFCheckpoint, patterns: Sequence[str] | None, tree: 
         else:
             entries[key] = GGUFMetadataEntry(f.type_name, f.value)
     return _summary(
-        GGUFSummary, ckpt, columns, rows, patterns, tree,
+        GGUFSummary, ckpt, columns, rows, patterns, tree, groups=groups,
         metadata=None,
         modelspec={},
         gguf_version=header.version,

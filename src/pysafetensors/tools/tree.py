@@ -176,18 +176,42 @@ class PrefixGroups:
     tensors: list[int]
     nbytes: list[int]
     end: list[int]
+    #: siblings in natural order (:func:`prefix_groups`); False: in the names' code-point order
+    #: (:func:`name_order_groups`), the same groups numbered otherwise
+    natural: bool = True
 
 
 @paused_gc()  # a large header's tree is many small acyclic lists: see paused_gc
 def prefix_groups(names: Sequence[str], parameters: Sequence[int], nbytes: Sequence[int]) -> PrefixGroups:
     """Group ``names`` by dotted prefix (each tensor's ``parameters`` and ``nbytes`` beside it),
-    every group with its subtree's totals: see :class:`PrefixGroups`.
+    every group with its subtree's totals, siblings in natural order: see :class:`PrefixGroups`."""
+    order, split = _natural_order(names)
+    return _grouped(order, split, parameters, nbytes, natural=True)
 
-    The names are visited in natural order (:func:`natural_order`), where every group's tensors
-    are neighbours (all the names whose parts begin ``a``, ``b``, and only they, are under group
-    ``a`` / ``b``): the groups
-    of the previous name are kept on a stack, and a group's totals are added to its parent's
-    when the stack leaves it.  A tensor's label is its name after its group's path and a dot.
+
+@paused_gc()
+def name_order_groups(names: Sequence[str], parameters: Sequence[int], nbytes: Sequence[int]) -> PrefixGroups:
+    """:func:`prefix_groups`' groups, labels and totals with siblings in the code-point order of
+    the names instead of natural order (``natural`` False): no natural sort, and the names of a
+    checkpoint come that way already (a header lists them sorted within each dtype, so the sort
+    here merges a few runs).  What the repeated blocks are found on when no tree is shown: they
+    do not depend on the order of siblings (see :func:`~pysafetensors.tools.blocks.find_blocks`).
+
+    Sorted strings keep every group's names together too: the names under ``a`` / ``b`` are
+    those that begin ``a.b.``.
+    """
+    split = [n.split(".", MAX_DEPTH - 1) for n in names]
+    return _grouped(sorted(range(len(names)), key=names.__getitem__), split, parameters, nbytes, natural=False)
+
+
+def _grouped(order: Iterable[int], split: list[list[str]], parameters: Sequence[int], nbytes: Sequence[int],
+             natural: bool) -> PrefixGroups:
+    """The groups of the names whose parts (:func:`split_name`) are ``split``, visited in
+    ``order``, an order where every group's tensors are neighbours (all the names whose parts
+    begin ``a``, ``b``, and only they, are under group ``a`` / ``b``): the groups of the previous
+    name are kept on a stack, and a group's totals are added to its parent's when the stack
+    leaves it.  A tensor's label is its name after its group's path and a dot.  ``split``'s
+    lists are this call's own (their last part is dropped).
     """
     nodes: list[int] = []
     label, params, count, size, end = [""], [0], [0], [0], [0]
@@ -196,10 +220,9 @@ def prefix_groups(names: Sequence[str], parameters: Sequence[int], nbytes: Seque
     top = 0
     # The totals of the tensors added to ``top`` since they were last added to its lists.
     p_acc = n_acc = b_acc = 0
-    order, split = _natural_order(names)
     for i in order:
         parts = split[i]
-        del parts[-1]  # the group labels (the list is this call's own)
+        del parts[-1]  # the group labels
         if parts != path:
             params[top] += p_acc
             count[top] += n_acc
@@ -243,7 +266,7 @@ def prefix_groups(names: Sequence[str], parameters: Sequence[int], nbytes: Seque
         count[up] += count[done]
         size[up] += size[done]
     end[0] = len(nodes)
-    return PrefixGroups(nodes, label, params, count, size, end)
+    return PrefixGroups(nodes, label, params, count, size, end, natural)
 
 
 def build_tree(rows: Sequence[TensorLike]) -> TreeNode:

@@ -69,12 +69,11 @@ from ..tools.pairing import HOLD_CAP, hold
 from ..tools.stats import stats_of, tensor_stats
 from ..tools.summary import (
     MODELSPEC_PREFIX,
-    GGUFSummary,
     Summary,
     gguf_value_text,
     shorten,
-    summarize,
     summarize_columns,
+    summarize_gguf,
 )
 from ..tools.tree import PrefixGroups, prefix_groups
 from ..tools.values import difference_histogram, heatmap, histogram
@@ -217,7 +216,7 @@ def input_document(ckpt: AnyCheckpoint, tensors: bool = True) -> dict[str, Any]:
     """One input's part of the checkpoint document (headers only: no tensor byte is read).
     ``tensors``: with its :func:`tensor_part` (else ``tensors``, ``tree`` and ``blocks`` are
     None and ``_columns`` holds the columns, for :meth:`ViewSession.tensors_json`)."""
-    if isinstance(ckpt, GGUFCheckpoint):
+    if ckpt.format == "gguf":
         return gguf_document(ckpt, tensors)
     full, cols = summarize_columns(ckpt)
     summary, _ = _summary_fields(full)
@@ -258,8 +257,7 @@ def gguf_document(ckpt: GGUFCheckpoint, tensors: bool = True) -> dict[str, Any]:
     """A GGUF input's part of the checkpoint document: the same fields as a safetensors input's,
     the metadata as ``[key, text]`` pairs (``inspect``'s text: arrays as length and first
     items) with ``metadata_types`` beside them, and the tensors' GGUF dims and value dtypes."""
-    s = summarize(ckpt)
-    assert isinstance(s, GGUFSummary)
+    s = summarize_gguf(ckpt)
     summary, rows = _summary_fields(s)
     infos = ckpt.tensors  # the rows' order: file order
     columns: dict[str, Any] = {
@@ -450,20 +448,14 @@ class ViewSession:
         """One tensor's ``diff --values`` numbers and the histogram of its differences (``a - b``)."""
         if len(self.inputs) != 2:
             raise IndexError("a value diff needs two inputs")
-        from ..tools.diff import tensor_value_diff, value_pair
+        from ..tools.diff import compare_values, value_pair
 
         a, b = self.inputs
         with self._lock:
-            if isinstance(a, GGUFCheckpoint) or isinstance(b, GGUFCheckpoint):
-                # ``name`` as the diff shows it: a GGUF name may be mapped to a Hugging Face one.
-                (ta, da), (tb, db) = value_pair(a, b, name)
-                ha: TensorAccess = _Held(ta, hold(da))
-                hb: TensorAccess = _Held(tb, hold(db))
-            else:
-                a.info(name)
-                b.info(name)
-                ha, hb = held(a, name), held(b, name)
-            diff = dataclasses.replace(tensor_value_diff(ha, hb, name), name=name)
+            # ``name`` as the diff shows it: a GGUF name may be mapped to a Hugging Face one.
+            (ta, da), (tb, db) = value_pair(a, b, name)
+            ha, hb = _Held(ta, hold(da)), _Held(tb, hold(db))
+            diff = dataclasses.replace(compare_values(ta, ha.data(name), tb, hb.data(name)), name=name)
             hist = difference_histogram(ha, hb, name, HISTOGRAM_BINS).to_dict() if diff.compared else None
             page: dict[str, Any] = js_safe({"name": name, "diff": diff.to_dict(), "histogram": hist})
             return page
