@@ -91,7 +91,7 @@ def validate_shard_name(name: Any, index_name: str = "index") -> str:
             raise bad("contains a NUL byte" + how)
         if form.startswith(("/", "\\")) or _DRIVE.match(form):
             raise bad("absolute paths are not allowed" + how)
-        if ".." in re.split(r"[\\/]", form):
+        if ".." in form.replace("\\", "/").split("/"):  # a component, with either separator
             raise bad("'..' is not allowed" + how)
         if "/" in form or "\\" in form:
             raise bad("shards must be in the same directory as the index" + how)

@@ -9,7 +9,7 @@ from typing import Any, TypeVar
 
 from ..errors import InvalidMetadata, InvalidShape, MisalignedSubByte, SerializeError
 from .dtypes import DType
-from .header import HEADER_CAP, METADATA_KEY, N_LEN, encode_header
+from .header import HEADER_CAP, METADATA_KEY, N_LEN, TensorInfo, encode_header
 
 T = TypeVar("T")
 
@@ -17,17 +17,9 @@ T = TypeVar("T")
 MAX_FILE_SIZE = (1 << 63) - 1
 
 
-@dataclass(frozen=True)
-class LayoutEntry:
-    name: str
-    dtype: DType
-    shape: tuple[int, ...]
-    begin: int  # offset in the data region
-    end: int
-
-    @property
-    def nbytes(self) -> int:
-        return self.end - self.begin
+# A planned tensor's place in the file: the record a parsed header gives for it (name, dtype,
+# shape, begin and end in the data region), so a tensor's entry is defined once.
+LayoutEntry = TensorInfo
 
 
 @dataclass(frozen=True)
