@@ -20,9 +20,12 @@ member), and its label names the outer members by their range: ``model.layers.[0
 from __future__ import annotations
 
 import re
+from bisect import bisect_left, bisect_right
+from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from itertools import chain, count
+from itertools import compress, count
+from operator import invert, itemgetter, sub
 from typing import Any
 
 from ..format._gcpause import paused_gc
@@ -69,8 +72,11 @@ class RepeatedBlock(JsonResult):
 def index_ranges(indices: Sequence[int]) -> str:
     """``0–31``; ``0–4, 6–31``; ``0, 2, …, 30`` (every second); ``3, 7``: ascending numbers as
     runs (three or more in steps of one), progressions (four or more in a larger step) and singles."""
+    n = len(indices)
+    if n >= 3 and indices[-1] - indices[0] == n - 1:  # one run (they ascend): a stack of layers
+        return f"{indices[0]}–{indices[-1]}"
     out: list[str] = []
-    i, n = 0, len(indices)
+    i = 0
     while i < n:
         j = i + 1
         if j < n:
@@ -130,58 +136,67 @@ def find_blocks(groups: PrefixGroups, names: Sequence[str], dtypes: Sequence[str
     Two groups hold the same tensors exactly when their direct children have the same labels,
     in the same order, each child tensor the same dtype and shape and each child group the same
     tensors in turn (the same names below two groups come in the same order, whichever order
-    ``groups`` has); so every group gets a structure number from its children's as the walk
-    leaves it (a subtree's nodes are consecutive), in one pass over the tree whatever the nesting.
+    ``groups`` has); so every group gets a structure number from its children's, bottom up
+    (equal numbers, equal structure), in one pass over the groups whatever the nesting.
     """
     g = groups
-    nodes, label, end = g.nodes, g.label, g.end
+    nodes, label, end, parent, start, tensors = g.nodes, g.label, g.end, g.parent, g.start, g.tensors
     ngroups = len(label)
     # A number per distinct (dtype, shape), made in C (sparse: the count runs on for known ones).
     fact_ids: dict[tuple[str, tuple[int, ...]], int] = {}
     fact = list(map(fact_ids.setdefault, zip(dtypes, map(tuple, shapes)), count()))
     facts = {v: k for k, v in fact_ids.items()}
-    start = [0] * ngroups  # where each group's children begin in nodes
-    parent = [0] * ngroups
-    cut = [0] * ngroups  # the length of "path." (a child's name after it is its label)
+    leaf = g.leaf
     structure = [0] * ngroups
     interned: dict[tuple[tuple[str, int], ...], int] = {}
+    numbers = count()  # structure numbers: distinct, not dense
+    # A group of one tensor (a layer's "weight"; every group of a 100,000-layer stack) is its
+    # tensor's label and fact: numbered all at once, in C.
+    sizes = list(map(sub, end, start))  # nodes below each group
+    ones = list(compress(range(ngroups), map((1).__eq__, sizes)))
+    one_tensor = list(map(nodes.__getitem__, map(start.__getitem__, ones)))
+    one_entries = zip(zip(map(leaf.__getitem__, one_tensor), map(fact.__getitem__, one_tensor)))
+    deque(map(structure.__setitem__, ones, map(interned.setdefault, one_entries, numbers)), maxlen=0)
+    # Every group's child groups, in C: the groups by parent (a stable sort: in the order of
+    # their nodes), a parent's a run found by bisection.
+    by_parent = sorted(range(1, ngroups), key=parent.__getitem__)
+    parents = list(map(parent.__getitem__, by_parent))
     # The groups with two or more child groups: their child groups, and how many children they have.
     subgroups: dict[int, tuple[list[int], int]] = {}
-    # The walk: the open group ``top`` (its children's entries so far, its child groups, its cut
-    # and end) and the ones above it, below them a frame the root's entry is left in.
-    items: list[tuple[str, int]] = []
-    subs: list[int] = []
-    top, at, stop = 0, 0, end[0]
-    stack: list[tuple[int, list[tuple[str, int]], list[int], int, int]] = [(-1, [], [], 0, end[0] + 1)]
-    for pos, n in chain(enumerate(nodes), ((len(nodes), None),)):
-        while pos >= stop:  # ``top`` ends here: its structure is its children's entries
-            done = interned.setdefault(tuple(items), len(interned))
-            structure[top] = done
-            if len(subs) >= 2:
-                subgroups[top] = (subs, len(items))
-            entry = (label[top], -1 - done)
-            top, items, subs, at, stop = stack.pop()
-            items.append(entry)
-        if n is None:
-            break
-        if n >= 0:
-            items.append((names[n][at:], fact[n]))
-        else:
-            k = -1 - n
-            parent[k] = top
-            start[k] = pos + 1
-            subs.append(k)
-            stack.append((top, items, subs, at, stop))
-            top, items, subs, at, stop = k, [], [], at + len(label[k]) + 1, end[k]
-            cut[k] = at
+    for k in compress(range(ngroups - 1, -1, -1), map((1).__ne__, reversed(sizes))):  # a group after its children
+        s, e = start[k], end[k]
+        if e - s == tensors[k]:  # tensors only
+            entries = tuple([(leaf[n], fact[n]) for n in nodes[s:e]])
+            structure[k] = interned.setdefault(entries, next(numbers))
+            continue
+        subs = by_parent[bisect_left(parents, k):bisect_right(parents, k)]
+        if sum(map(tensors.__getitem__, subs)) == tensors[k]:  # no tensor of its own: its children, in C
+            items = list(zip(map(label.__getitem__, subs), map(invert, map(structure.__getitem__, subs))))
+            s = e
+        else:  # its children, a child group's subtree jumped over
+            items = []
+            subs = []
+        while s < e:
+            n = nodes[s]
+            if n >= 0:
+                items.append((leaf[n], fact[n]))
+                s += 1
+            else:
+                c = -1 - n
+                items.append((label[c], -1 - structure[c]))
+                subs.append(c)
+                s = end[c]
+        structure[k] = interned.setdefault(tuple(items), next(numbers))
+        if len(subs) >= 2:
+            subgroups[k] = (subs, len(items))
 
     def flat(c: int) -> Signature:
         """Group ``c``'s tensors as (name after its path, fact number): what a reason compares."""
-        at = cut[c]
-        tensors = [i for i in nodes[start[c]:end[c]] if i >= 0]
+        at = len(path_of(c)) + 1 if c else 0
+        below = [i for i in nodes[start[c]:end[c]] if i >= 0]
         if not g.natural:  # the order its tensors are listed (and its differences named) in
-            tensors = [tensors[j] for j in natural_order([names[i] for i in tensors])]
-        return tuple((names[i][at:], fact[i]) for i in tensors)
+            below = [below[j] for j in natural_order([names[i] for i in below])]
+        return tuple((names[i][at:], fact[i]) for i in below)
 
     path: dict[int, str] = {0: ""}
     shown: dict[int, str] = {0: ""}  # the path, the first members of outer blocks written as their ranges
@@ -223,14 +238,26 @@ def find_blocks(groups: PrefixGroups, names: Sequence[str], dtypes: Sequence[str
     blocks: list[RepeatedBlock] = []
     for gid in sorted(subgroups):  # each group after its parent
         child_groups, children = subgroups[gid]
-        numbered = [(int(label[c]), c) for c in child_groups if plain(label[c])]
+        texts = list(map(label.__getitem__, child_groups))
+        # A stack of layers: all numbered, checked and read in C (ASCII digits, no leading zero
+        # but in "0" itself: what _PLAIN_NUMBER matches).
+        if (all(map(str.isdecimal, texts)) and all(map(str.isascii, texts))
+                and sum(map("0".__eq__, map(itemgetter(0), texts))) == texts.count("0")):
+            numbered = list(zip(map(int, texts), child_groups))
+        else:
+            numbered = [(int(t), c) for t, c in zip(texts, child_groups) if plain(t)]
         if len(numbered) < 2:
             continue
         if not g.natural:
-            numbered.sort()  # natural order: a plain number's value (two labels, two values)
-        alike_by: dict[int, list[tuple[int, int]]] = {}
-        for num, c in numbered:
-            alike_by.setdefault(structure[c], []).append((num, c))
+            numbered.sort(key=itemgetter(0))  # natural order: a plain number's value (two labels, two values)
+        kinds = list(map(structure.__getitem__, map(itemgetter(1), numbered)))
+        alike_by: dict[int, list[tuple[int, int]]]
+        if len(set(kinds)) == 1:  # all alike
+            alike_by = {kinds[0]: numbered}
+        else:
+            alike_by = {}
+            for m, kind in zip(numbered, kinds):
+                alike_by.setdefault(kind, []).append(m)
         alike = [ms for ms in alike_by.values() if len(ms) >= 2]  # in the order of their first members
         if not alike:
             continue
@@ -240,7 +267,8 @@ def find_blocks(groups: PrefixGroups, names: Sequence[str], dtypes: Sequence[str
         only_numbered = len(numbered) == children
         here, owner, inside, outer = path_of(gid), shown_of(gid), is_nested(gid), outer_copies(gid)
         for members in alike:
-            nums = [num for num, _ in members]
+            nums = list(map(itemgetter(0), members))
+            member_groups = list(map(itemgetter(1), members))
             ranges = f"[{index_ranges(nums)}]"
             first = members[0][1]
             params, nbytes = g.parameters[first], g.nbytes[first]
@@ -261,14 +289,14 @@ def find_blocks(groups: PrefixGroups, names: Sequence[str], dtypes: Sequence[str
                 whole_group=len(alike) == 1 and not lone and only_numbered,
                 nested=inside,
                 _group=gid,
-                _members=[c for _, c in members],
+                _members=member_groups,
                 _differing_groups=[c for _, c in lone] if is_main else [],
             ))
             # The first member stands for the others: what is below it is labelled by the
             # range, and what is below the others is the same, so it is not reported again.
             first_member[first] = ranges
             first_count[first] = len(members)
-            marked.update(c for _, c in members[1:])
+            marked.update(member_groups[1:])
     if not g.natural:  # in the natural order of their groups' paths (a stable sort: a group's stay in order)
         keys: dict[int, tuple[tuple[Any, ...], ...]] = {0: ()}
 

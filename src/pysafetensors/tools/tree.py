@@ -22,7 +22,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from itertools import filterfalse
+from itertools import accumulate, filterfalse
+from operator import sub
 from typing import Any, Protocol
 
 from ..format._gcpause import paused_gc
@@ -165,8 +166,8 @@ class PrefixGroups:
     names in natural order: a tensor as its position in the names given (``>= 0``), group ``g`` as
     ``-1 - g``.  The per-group lists are indexed by group number, group 0 being the root:
     ``label`` (the path part after the parent's), the subtree's ``parameters``, ``tensors`` and
-    ``nbytes``, and ``end``, the position in ``nodes`` just past the group's subtree (a
-    collapsed group is skipped by jumping there).  Plain lists of strings and integers: the
+    ``nbytes``, ``end``, the position in ``nodes`` just past the group's subtree (a
+    collapsed group is skipped by jumping there), ``parent`` and ``start``; per tensor, ``leaf``.  Plain lists of strings and integers: the
     viewer sends them as they are.
     """
 
@@ -176,6 +177,9 @@ class PrefixGroups:
     tensors: list[int]
     nbytes: list[int]
     end: list[int]
+    parent: list[int]  # each group's parent group (the root's: 0)
+    start: list[int]  # where each group's children begin in ``nodes``, just past its own node (the root's: 0)
+    leaf: list[str]  # each tensor's label (its name after its group's path and a dot), by its position
     #: siblings in natural order (:func:`prefix_groups`); False: in the names' code-point order
     #: (:func:`name_order_groups`), the same groups numbered otherwise
     natural: bool = True
@@ -204,69 +208,61 @@ def name_order_groups(names: Sequence[str], parameters: Sequence[int], nbytes: S
     return _grouped(sorted(range(len(names)), key=names.__getitem__), split, parameters, nbytes, natural=False)
 
 
-def _grouped(order: Iterable[int], split: list[list[str]], parameters: Sequence[int], nbytes: Sequence[int],
+def _grouped(order: Sequence[int], split: list[list[str]], parameters: Sequence[int], nbytes: Sequence[int],
              natural: bool) -> PrefixGroups:
     """The groups of the names whose parts (:func:`split_name`) are ``split``, visited in
     ``order``, an order where every group's tensors are neighbours (all the names whose parts
     begin ``a``, ``b``, and only they, are under group ``a`` / ``b``): the groups of the previous
-    name are kept on a stack, and a group's totals are added to its parent's when the stack
-    leaves it.  A tensor's label is its name after its group's path and a dot.  ``split``'s
-    lists are this call's own (their last part is dropped).
+    name are kept on a stack, closed where the next name leaves them.  A tensor's label is its
+    name after its group's path and a dot: the last of its parts, taken off ``split``'s lists
+    (this call's own).
+
+    A group's tensors are a run of ``order`` (``first`` to ``last``), so its totals are
+    differences of running sums, taken in C after the walk rather than added up group by group.
     """
     nodes: list[int] = []
-    label, params, count, size, end = [""], [0], [0], [0], [0]
+    label, first, last, end, parent, start = [""], [0], [0], [0], [0], [0]
     stack = [0]  # the open groups, the root first; path[d - 1] is stack[d]'s label
     path: list[str] = []
-    top = 0
-    # The totals of the tensors added to ``top`` since they were last added to its lists.
-    p_acc = n_acc = b_acc = 0
-    for i in order:
+    leaf = list(map(list.pop, split))  # what is left are the group labels
+    for j, i in enumerate(order):
         parts = split[i]
-        del parts[-1]  # the group labels
         if parts != path:
-            params[top] += p_acc
-            count[top] += n_acc
-            size[top] += b_acc
-            p_acc = n_acc = b_acc = 0
-            shared = min(len(parts), len(path))
-            keep = 0
-            while keep < shared and parts[keep] == path[keep]:
-                keep += 1
-            while len(path) > keep:
+            depth = len(parts)
+            if depth == len(path) and parts[:-1] == path[:-1]:  # the last group's sibling: numbered layers
+                keep = depth - 1
+            else:
+                shared = min(depth, len(path))
+                keep = 0
+                while keep < shared and parts[keep] == path[keep]:
+                    keep += 1
+            while len(stack) > keep + 1:
                 done = stack.pop()
-                path.pop()
                 end[done] = len(nodes)
-                up = stack[-1]
-                params[up] += params[done]
-                count[up] += count[done]
-                size[up] += size[done]
+                last[done] = j
             for part in parts[keep:]:
                 g = len(label)
                 label.append(part)
-                params.append(0)
-                count.append(0)
-                size.append(0)
+                first.append(j)
+                last.append(0)
                 end.append(0)
+                parent.append(stack[-1])
                 nodes.append(-1 - g)
+                start.append(len(nodes))
                 stack.append(g)
-                path.append(part)
-            top = stack[-1]
-        p_acc += parameters[i]
-        n_acc += 1
-        b_acc += nbytes[i]
+            path = parts
         nodes.append(i)
-    params[top] += p_acc
-    count[top] += n_acc
-    size[top] += b_acc
-    while len(stack) > 1:
-        done = stack.pop()
+    for done in stack:
         end[done] = len(nodes)
-        up = stack[-1]
-        params[up] += params[done]
-        count[up] += count[done]
-        size[up] += size[done]
-    end[0] = len(nodes)
-    return PrefixGroups(nodes, label, params, count, size, end, natural)
+        last[done] = len(order)
+    running_params = [0, *accumulate(map(parameters.__getitem__, order))]
+    running_bytes = [0, *accumulate(map(nbytes.__getitem__, order))]
+    return PrefixGroups(
+        nodes, label,
+        list(map(sub, map(running_params.__getitem__, last), map(running_params.__getitem__, first))),
+        list(map(sub, last, first)),
+        list(map(sub, map(running_bytes.__getitem__, last), map(running_bytes.__getitem__, first))),
+        end, parent, start, leaf, natural)
 
 
 def build_tree(rows: Sequence[TensorLike]) -> TreeNode:
