@@ -68,7 +68,6 @@ class _BoundedReader:
 
     def __init__(self, file: BinaryIO, limit: int) -> None:
         self._file = file
-        self._start = file.tell()
         self._left = limit
 
     def tell(self) -> int:

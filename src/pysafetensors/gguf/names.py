@@ -12,7 +12,7 @@ candidate with the checkpoints it comes from).
 llama.cpp's converter permutes the rows of the q and k projections (weights, and for most
 architectures biases) of the models whose Hugging Face layout differs from the one its rotary
 embedding expects; :func:`qk_order` says, tensor by tensor, which rows to put back (and which
-it cannot vouch for), and :func:`unpermute_qk` undoes the permutation.
+it cannot vouch for); the reader (``DecodedBytes``) undoes the permutation.
 """
 
 from __future__ import annotations
@@ -329,24 +329,6 @@ def qk_order(header: GGUFHeader, shown: Mapping[str, str]) -> tuple[dict[str, in
     return heads, left
 
 
-def unpermute_qk(weights: Any, n_head: int) -> Any:
-    """Undo llama.cpp's ``permute``: rows were regrouped per head as (2, half) -> (half, 2)."""
-    rows = weights.shape[0]
-    if n_head <= 0 or rows % (2 * n_head):
-        return weights
-    rest = weights.shape[1:]
-    return weights.reshape(n_head, rows // n_head // 2, 2, *rest).swapaxes(1, 2).reshape(weights.shape)
-
-
-def permute_qk(weights: Any, n_head: int) -> Any:
-    """llama.cpp's own ``permute`` (HF layout -> GGUF layout), used to compare with a source."""
-    rows = weights.shape[0]
-    if n_head <= 0 or rows % (2 * n_head):
-        return weights
-    rest = weights.shape[1:]
-    return weights.reshape(n_head, 2, rows // n_head // 2, *rest).swapaxes(1, 2).reshape(weights.shape)
-
-
 __all__ = [
     "PERMUTED_QK",
     "REARRANGED",
@@ -355,8 +337,6 @@ __all__ = [
     "QKPermutation",
     "hf_candidates",
     "hf_names",
-    "permute_qk",
     "qk_heads",
     "qk_order",
-    "unpermute_qk",
 ]
