@@ -1,8 +1,7 @@
-"""The convert command (add_parser/run on our own parser) and conversion with torch blocked."""
+"""The convert command (its registry parser and run) and conversion with torch blocked."""
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import subprocess
@@ -14,6 +13,7 @@ import pytest
 
 from pysafetensors.cli import convert as convert_cli
 from pysafetensors.cli._options import finish_args
+from pysafetensors.cli.main import build_parser
 
 from .convert_helpers import read_safetensors
 
@@ -23,9 +23,7 @@ SRC = os.path.join(os.path.dirname(__file__), "..", "..", "src")
 
 
 def run_cli(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="pysafetensors")
-    convert_cli.add_parser(parser.add_subparsers(dest="command"))
-    args = finish_args(parser.parse_args(argv))  # the common options main() attaches
+    args = finish_args(build_parser("convert").parse_args(argv))  # the common options main() attaches
     return convert_cli.run(args)
 
 

@@ -23,7 +23,6 @@ from gguf_helpers import (
 
 from pysafetensors._adapters.numpy import numpy_dtype
 from pysafetensors.errors import GGUFUnsupported
-from pysafetensors.gguf.names import permute_qk
 from pysafetensors.tools import _chunks
 from pysafetensors.tools.checkpoint import Checkpoint, GGUFCheckpoint, open_checkpoint
 from pysafetensors.tools.diff import GGUFDiffResult, diff_files, tensor_value_diff
@@ -31,6 +30,13 @@ from pysafetensors.tools.identity import identify
 from pysafetensors.tools.stats import file_stats, tensor_stats
 from pysafetensors.tools.summary import GGUFSummary, summarize
 from pysafetensors.tools.values import heatmap, histogram
+
+
+def permute_qk(weights: np.ndarray, n_head: int) -> np.ndarray:
+    """llama.cpp's own ``permute`` (HF layout -> GGUF layout), to make what a converter stores."""
+    rows = weights.shape[0]
+    rest = weights.shape[1:]
+    return weights.reshape(n_head, 2, rows // n_head // 2, *rest).swapaxes(1, 2).reshape(weights.shape)
 
 
 def unpermute_rows(p: np.ndarray, heads: int) -> np.ndarray:

@@ -353,13 +353,10 @@ def _copy_tree(tree: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def finish_args(args: argparse.Namespace) -> argparse.Namespace:
-    """Fill in the common options a run did not give (False / None) and attach ``args.remote``."""
+    """Fill in the flags a run did not give (False) and attach the remote options as ``args.remote``."""
     for flag in ("json", "quiet", "debug"):
         if not hasattr(args, flag):
             setattr(args, flag, False)
-    for name in ("timeout", "headers", "storage_options", "max_input_size"):
-        if not hasattr(args, name):
-            setattr(args, name, None)
     args.remote = RemoteOptions.from_args(args)
     return args
 
@@ -379,10 +376,8 @@ def _in_words(exc: BaseException) -> str:
     """The error's one line: a HeaderError that has a user's wording (``plain``: "not a
     safetensors file (...)", "truncated: ...") says that, after the input it is about, rather
     than upstream's wording the Python exception keeps; anything else its message."""
-    plain = getattr(exc, "plain", None)
-    if isinstance(exc, HeaderError) and plain:
-        where = getattr(exc, "input_name", None)
-        return f"{where}: {plain}" if where else plain
+    if isinstance(exc, HeaderError) and exc.plain:
+        return f"{exc.input_name}: {exc.plain}" if exc.input_name else exc.plain
     return _one_line(exc)
 
 

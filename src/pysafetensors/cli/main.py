@@ -18,8 +18,7 @@ each argument.
 
 The registry is lazy: ``pysafetensors --help`` and ``--version`` list :data:`COMMANDS` without
 importing any command module (nor numpy, nor the format core), and a run imports only the
-module of the command it runs.  A listed module that does not exist (yet) keeps its name
-reserved: the command is shown and answers "not available yet" with exit 2.
+module of the command it runs.
 
 Exit codes: 0 ok, 1 a finding (diff found differences, validate found problems, ``metadata
 get`` of a missing key), 2 an error (unreadable input, bad arguments).  Every error becomes its
@@ -99,24 +98,10 @@ def _reserve(subparsers: argparse._SubParsersAction[Parser], name: str, help_tex
     p.add_argument("rest", nargs=argparse.REMAINDER)
 
 
-def _not_available(name: str) -> Callable[[argparse.Namespace], int]:
-    def run(args: argparse.Namespace) -> int:
-        raise UsageError(f"{PROG} {name}: error: this command is not available in this build yet")
-
-    return run
-
-
 def _load(subparsers: argparse._SubParsersAction[Parser], name: str, entry: Command) -> None:
     """Import the module of ``name`` and build its parser from what the module declares, routed
     to its ``run``."""
-    try:
-        module = importlib.import_module(f"{__package__}.{entry.module}")
-    except ModuleNotFoundError as e:
-        if e.name != f"{__package__}.{entry.module}":
-            raise
-        _reserve(subparsers, name, f"({name}: not available in this build)")
-        subparsers.choices[name].set_defaults(_run=_not_available(name))
-        return
+    module = importlib.import_module(f"{__package__}.{entry.module}")
     parser = command_parser(subparsers, name, help=entry.help, description=module.DESCRIPTION,
                             epilog=module.EXAMPLES)
     module.add_arguments(parser)

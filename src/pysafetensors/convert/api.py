@@ -24,7 +24,7 @@ from ..io.redact import redact_url
 from ..io.registry import open_source
 from ..io.targets import is_url_target, local_target, remove_target
 from ..reader import SafeFile
-from .checkpoint import Checkpoint, SourceBytes, Unconvertible, settle
+from .checkpoint import Checkpoint, SourceBytes, Unconvertible
 from .limits import Budget
 from .numpy_files import load_npy, load_npz
 from .torch_legacy import load_torch_legacy
@@ -121,12 +121,10 @@ def load_checkpoint(path: str | os.PathLike[str], fileobj: Any = None) -> Checkp
 
 
 def _select_tensors(checkpoint: Checkpoint, key: str | None) -> tuple[dict[str, Any], list[str]]:
-    if key is None:
-        return flatten(checkpoint.tree, budget=checkpoint.budget)
-    node = select(checkpoint.tree, key)
-    if is_leaf(node):
-        return {key: settle(node)}, []
-    return flatten(node, budget=checkpoint.budget)
+    node = checkpoint.tree if key is None else select(checkpoint.tree, key)
+    if key is not None and is_leaf(node):
+        return {key: node}, []
+    return flatten(node, checkpoint.budget)
 
 
 def _check_metadata(metadata: Mapping[str, str] | None) -> dict[str, str]:

@@ -18,11 +18,11 @@ from typing import Any, BinaryIO
 
 import numpy as np
 
-from .._adapters.numpy import dtype_of, little_endian_bytes
-from ..errors import CorruptCheckpoint, UnsafePickle, UnsupportedDtype
+from .._adapters.numpy import little_endian_bytes
+from ..errors import CorruptCheckpoint, UnsafePickle
 from .checkpoint import Checkpoint, SourceBytes, Unconvertible, check_member
 from .limits import Budget
-from .numpy_objects import NumpyLeaf, check_numpy_shape
+from .numpy_objects import NumpyLeaf, check_numpy_shape, our_dtype
 
 
 @dataclass(eq=False)
@@ -90,12 +90,8 @@ def _array_ref(dtype: np.dtype, shape: tuple[int, ...], fortran: bool, label: st
             "conversion never does",
             array=label,
         )
-    try:
-        our = dtype_of(np.empty(0, dtype=dtype), label)
-    except UnsupportedDtype as e:
-        message = str(e)
-        return Unconvertible(message, lambda name: UnsupportedDtype(message, tensor=name, dtype=str(dtype)))
-    return ArrayRef(our, shape, load, fortran)
+    our = our_dtype(dtype, label)
+    return our if isinstance(our, Unconvertible) else ArrayRef(our, shape, load, fortran)
 
 
 def _checked_load(load: Callable[[], Any], label: str) -> Callable[[], np.ndarray]:

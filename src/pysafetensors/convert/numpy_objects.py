@@ -54,6 +54,15 @@ class OpaqueValue:
     description: str
 
 
+def our_dtype(npdt: np.dtype, label: str) -> DType | Unconvertible:
+    """Our dtype for numpy's ``npdt``, or a leaf that fails the conversion only if it is written."""
+    try:
+        return dtype_of(np.empty(0, dtype=npdt), label)
+    except UnsupportedDtype as e:
+        message = str(e)
+        return Unconvertible(message, lambda name: UnsupportedDtype(message, tensor=name, dtype=str(npdt)))
+
+
 def check_numpy_shape(shape: Any, itemsize: int, where: str) -> tuple[int, ...]:
     """A shape numpy could have written: at most 64 dims, each in [0, 2**63), and its non-zero
     dims times the item size below 2**63 (numpy's own rule, even for empty arrays)."""
@@ -229,12 +238,8 @@ def _array(data: Any, dtype: Any, shape: Any, fortran: Any, fn: str) -> PickledA
         raise CorruptCheckpoint(
             f"{fn}: shape {list(shape)} of {npdt} needs {count * npdt.itemsize:,} bytes, the pickle holds {len(data):,}"
         )
-    try:
-        ours = dtype_of(np.empty(0, dtype=npdt), fn)
-    except UnsupportedDtype as e:
-        message = str(e)
-        return Unconvertible(message, lambda name: UnsupportedDtype(message, tensor=name, dtype=str(npdt)))
-    return PickledArray(ours, shape, data, npdt, fortran and len(shape) > 1)
+    ours = our_dtype(npdt, fn)
+    return ours if isinstance(ours, Unconvertible) else PickledArray(ours, shape, data, npdt, fortran and len(shape) > 1)
 
 
 def _reconstruct(subtype: Any, shape: Any, typecode: Any) -> NumpyArray:

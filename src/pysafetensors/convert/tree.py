@@ -13,7 +13,8 @@ MAX_DEPTH = 200
 SINGLE_TENSOR_NAME = "tensor"  # the name a bare tensor (or a .npy array) is written under
 
 
-def _is_leaf(obj: Any) -> bool:
+def is_leaf(obj: Any) -> bool:
+    """A tensor leaf (of a settled tree: :func:`select` and :func:`flatten` settle what they walk)."""
     return isinstance(obj, (SourceTensor, Unconvertible))
 
 
@@ -77,11 +78,7 @@ def select(tree: Any, key: str) -> Any:
     return node
 
 
-def is_leaf(obj: Any) -> bool:
-    return _is_leaf(settle(obj))
-
-
-def flatten(tree: Any, prefix: str = "", budget: Budget | None = None) -> tuple[dict[str, Any], list[str]]:
+def flatten(tree: Any, budget: Budget) -> tuple[dict[str, Any], list[str]]:
     """(name -> tensor leaf, names of skipped non-tensor leaves), in the tree's own order.
 
     A container shared by several parents (a pickle memo reference) is walked once per path,
@@ -90,16 +87,15 @@ def flatten(tree: Any, prefix: str = "", budget: Budget | None = None) -> tuple[
     really holds (plus WALK_ALLOWANCE), and the names it builds are charged to ``budget``.
     """
     tree = settle(tree)
-    budget = budget if budget is not None else Budget("checkpoint", 0)
     distinct = distinct_entries(tree)
     allowed = WALK_FACTOR * distinct + WALK_ALLOWANCE
     walked = 0
     tensors: dict[str, Any] = {}
     skipped: list[str] = []
-    stack: list[tuple[str, Any, int]] = [(prefix, tree, 0)]
+    stack: list[tuple[str, Any, int]] = [("", tree, 0)]
     while stack:
         name, node, depth = stack.pop()
-        if _is_leaf(node):
+        if is_leaf(node):
             final = name or SINGLE_TENSOR_NAME
             if final in tensors:
                 raise ConversionError(f"two tensors flatten to the same name {short_name(final)!r}", tensor=final)

@@ -68,7 +68,6 @@ class _BoundedReader:
 
     def __init__(self, file: BinaryIO, limit: int) -> None:
         self._file = file
-        self._start = file.tell()
         self._left = limit
 
     def tell(self) -> int:
@@ -302,45 +301,38 @@ class RestrictedUnpickler(_PyUnpickler):  # type: ignore[misc]  # a subclass of 
         name = self.readline()[:-1].decode("ascii", "replace")
         raise self._unsafe(f"opcode INST of {module}.{name!r}", f"{module}.{name}")
 
+    def _target(self, types: tuple[type, ...], doing: str) -> Any:
+        """The object on top of the stack an opcode adds to, refused unless of ``types``."""
+        target = self.stack[-1]
+        if type(target) not in types:
+            raise self._unsafe(f"{doing} a {type(target).__name__} object")
+        return target
+
     def load_append(self) -> None:
         value = self.stack.pop()
-        target = self.stack[-1]
-        if type(target) is not list:
-            raise self._unsafe(f"APPEND to a {type(target).__name__} object")
-        target.append(value)
+        self._target((list,), "APPEND to").append(value)
 
     def load_appends(self) -> None:
         items = self.pop_mark()
-        target = self.stack[-1]
-        if type(target) is not list:
-            raise self._unsafe(f"APPENDS to a {type(target).__name__} object")
-        target.extend(items)
-
-    def _dict_target(self) -> dict[Any, Any]:
-        target = self.stack[-1]
-        if type(target) not in (dict, OrderedDict):
-            raise self._unsafe(f"SETITEM on a {type(target).__name__} object")
-        return target  # type: ignore[no-any-return]
+        self._target((list,), "APPENDS to").extend(items)
 
     def load_setitem(self) -> None:
         value = self.stack.pop()
         key = self.stack.pop()
-        target = self._dict_target()
+        target = self._target((dict, OrderedDict), "SETITEM on")
         self._budget.check_key(key)
         target[key] = value
 
     def load_setitems(self) -> None:
         items = self.pop_mark()
-        target = self._dict_target()
+        target = self._target((dict, OrderedDict), "SETITEM on")
         self._budget.check_keys(items[0:len(items) - 1:2])
         for i in range(0, len(items) - 1, 2):
             target[items[i]] = items[i + 1]
 
     def load_additems(self) -> None:
         items = self.pop_mark()
-        target = self.stack[-1]
-        if type(target) is not set:
-            raise self._unsafe(f"ADDITEMS on a {type(target).__name__} object")
+        target = self._target((set,), "ADDITEMS on")
         self._budget.check_keys(items)
         target.update(items)
 

@@ -21,7 +21,7 @@ from typing import Any
 
 from ..format.dtypes import BY_CODE, DType
 from .header import GGUFArray, GGUFHeader, GGUFTensorInfo
-from .hf_tables import NOT_MAPPED, OPS, TABLES, ArchTable, Rule
+from .hf_tables import NOT_MAPPED, TABLES, ArchTable, Rule
 from .names import hf_names, qk_order
 from .reader import value_dtype
 
@@ -286,8 +286,4 @@ def plan_hf(header: GGUFHeader) -> HFMapping:
     return out
 
 
-def describe_op(op: str) -> str:
-    return OPS.get(op, op)
-
-
-__all__ = ["DIRECT", "ELEMENTWISE", "ROW_ORDERS", "SSM_ORDERS", "HFMapping", "MappedTensor", "describe_op", "op_parts", "plan_hf"]
+__all__ = ["DIRECT", "ELEMENTWISE", "ROW_ORDERS", "SSM_ORDERS", "HFMapping", "MappedTensor", "op_parts", "plan_hf"]

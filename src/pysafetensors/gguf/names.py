@@ -12,7 +12,7 @@ candidate with the checkpoints it comes from).
 llama.cpp's converter permutes the rows of the q and k projections (weights, and for most
 architectures biases) of the models whose Hugging Face layout differs from the one its rotary
 embedding expects; :func:`qk_order` says, tensor by tensor, which rows to put back (and which
-it cannot vouch for), and :func:`unpermute_qk` undoes the permutation.
+it cannot vouch for); the reader (``DecodedBytes``) undoes the permutation.
 """
 
 from __future__ import annotations
@@ -85,8 +85,6 @@ PERMUTED_QK: dict[str, QKPermutation] = {
     "internlm2": QKPermutation(False, False, False, "InternLM2Model: wqkv split, LlamaModel.permute"),
     "bailingmoe": QKPermutation(False, False, False, "BailingMoeModel: query_key_value split, permute"),
 }
-#: architectures whose q/k permutation :func:`qk_order` undoes
-PERMUTED_QK_ARCHS = frozenset(PERMUTED_QK)
 #: architectures whose converter writes attn_q/attn_k rows as the checkpoint holds them (at the
 #: commit above): Llama4Model and ApertusModel set undo_permute = False, AfmoeModel and
 #: CogVLMModel replace LlamaModel.modify_tensors, the rest never permute (plamo's q heads and
@@ -148,12 +146,6 @@ def _name_map(header: GGUFHeader) -> Any:
     n_blocks = max(int(blocks) if isinstance(blocks, int) else 0, max(named, default=-1) + 1)
     n_blocks = min(n_blocks, len(header.tensors) + 1)  # a crafted count must not build a huge map
     return gguf.get_tensor_name_map(arch, n_blocks)
-
-
-def gguf_name_of(header: GGUFHeader, hf_name: str) -> str | None:
-    """The llama.cpp name gguf-py gives ``hf_name`` in this file's architecture (None if unknown)."""
-    tmap = _name_map(header)
-    return None if tmap is None else tmap.get_name(hf_name, try_suffixes=_SUFFIXES)
 
 
 @cache
@@ -337,36 +329,14 @@ def qk_order(header: GGUFHeader, shown: Mapping[str, str]) -> tuple[dict[str, in
     return heads, left
 
 
-def unpermute_qk(weights: Any, n_head: int) -> Any:
-    """Undo llama.cpp's ``permute``: rows were regrouped per head as (2, half) -> (half, 2)."""
-    rows = weights.shape[0]
-    if n_head <= 0 or rows % (2 * n_head):
-        return weights
-    rest = weights.shape[1:]
-    return weights.reshape(n_head, rows // n_head // 2, 2, *rest).swapaxes(1, 2).reshape(weights.shape)
-
-
-def permute_qk(weights: Any, n_head: int) -> Any:
-    """llama.cpp's own ``permute`` (HF layout -> GGUF layout), used to compare with a source."""
-    rows = weights.shape[0]
-    if n_head <= 0 or rows % (2 * n_head):
-        return weights
-    rest = weights.shape[1:]
-    return weights.reshape(n_head, 2, rows // n_head // 2, *rest).swapaxes(1, 2).reshape(weights.shape)
-
-
 __all__ = [
     "PERMUTED_QK",
-    "PERMUTED_QK_ARCHS",
     "REARRANGED",
     "UNPERMUTED_QK_ARCHS",
     "NameMapping",
     "QKPermutation",
-    "gguf_name_of",
     "hf_candidates",
     "hf_names",
-    "permute_qk",
     "qk_heads",
     "qk_order",
-    "unpermute_qk",
 ]

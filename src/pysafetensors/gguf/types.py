@@ -53,9 +53,6 @@ SCALAR_FORMATS: dict[ValueType, str] = {
 }
 SCALAR_SIZES: dict[ValueType, int] = {t: struct.calcsize("<" + f) for t, f in SCALAR_FORMATS.items()}
 
-#: lowercase names used in text and JSON output
-VALUE_TYPE_NAMES: dict[ValueType, str] = {t: t.name.lower() for t in ValueType}
-
 
 @dataclass(frozen=True)
 class GGMLType:
@@ -65,11 +62,6 @@ class GGMLType:
     name: str  # as llama.cpp spells it: F32, Q4_K, BF16...
     block_elements: int
     block_bytes: int
-
-    @property
-    def quantized(self) -> bool:
-        """A block format (anything that is not a plain float or integer element)."""
-        return self.name not in PLAIN_TYPES
 
     @property
     def lower(self) -> str:
@@ -116,19 +108,9 @@ _GGML_ROWS: tuple[tuple[int, str, int, int], ...] = (
 )
 
 GGML_TYPES: dict[int, GGMLType] = {row[0]: GGMLType(*row) for row in _GGML_ROWS}
-GGML_BY_NAME: dict[str, GGMLType] = {t.name: t for t in GGML_TYPES.values()}
 
 #: element types stored as plain little-endian numbers, with their safetensors dtype code
-PLAIN_TYPES: dict[str, str] = {
-    "F32": "F32",
-    "F16": "F16",
-    "BF16": "BF16",
-    "F64": "F64",
-    "I8": "I8",
-    "I16": "I16",
-    "I32": "I32",
-    "I64": "I64",
-}
+PLAIN_TYPES: dict[str, str] = {name: name for name in ("F32", "F16", "BF16", "F64", "I8", "I16", "I32", "I64")}
 
 
 def ggml_type_name(type_id: int) -> str:
@@ -139,13 +121,11 @@ def ggml_type_name(type_id: int) -> str:
 
 __all__ = [
     "DEFAULT_ALIGNMENT",
-    "GGML_BY_NAME",
     "GGML_TYPES",
     "MAGIC",
     "PLAIN_TYPES",
     "SCALAR_FORMATS",
     "SCALAR_SIZES",
-    "VALUE_TYPE_NAMES",
     "VERSIONS",
     "GGMLType",
     "ValueType",

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from itertools import islice
 from typing import Any, overload
 
-from .types import VALUE_TYPE_NAMES, ValueType
+from .types import ValueType
 
 
 class _ReadOnlyList(Sequence[Any]):
@@ -205,7 +205,7 @@ def type_name(value_type: ValueType, value: Any = None) -> str:
     if value_type is ValueType.ARRAY and isinstance(value, GGUFArray):
         first = value.items[0] if value.item_type is ValueType.ARRAY and value.items else None
         return f"array[{type_name(value.item_type, first)}]"
-    return VALUE_TYPE_NAMES[value_type]
+    return value_type.name.lower()
 
 
 def plain_value(value: Any) -> Any:

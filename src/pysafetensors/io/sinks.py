@@ -230,16 +230,16 @@ def _fsync_directory(path: str) -> None:
         pass
 
 
-def _special_kind(path: str) -> tuple[str, int] | None:
-    """What ``path`` is when it exists and is not a regular file (a symlink judged by what it
-    points to), with the errno that fits; None for a regular file or nothing there."""
+def _refuse_special(path: str, doing: str, advice: str) -> None:
+    """WriteError when ``path`` exists and is not a regular file (a symlink judged by what it
+    points to); nothing there (or not reachable) passes: the real operation gives the real error."""
     try:
-        st = os.stat(path)
+        mode = os.stat(path).st_mode
     except OSError:
-        return None  # nothing there (or not reachable): the real operation gives the real error
-    if stat.S_ISREG(st.st_mode):
-        return None
-    return file_kind(st.st_mode), errno.EISDIR if stat.S_ISDIR(st.st_mode) else errno.EINVAL
+        return
+    if not stat.S_ISREG(mode):
+        raise WriteError(f"{doing}: it is {file_kind(mode)}, not a regular file; {advice}",
+                         errno=errno.EISDIR if stat.S_ISDIR(mode) else errno.EINVAL, filename=path)
 
 
 def check_replaceable(path: str) -> None:
@@ -251,16 +251,8 @@ def check_replaceable(path: str) -> None:
     regular file (or a dangling one) is replaced by the new file, the file it pointed to is left
     as it was.
     """
-    found = _special_kind(path)
-    if found is None:
-        return
-    kind, code = found
-    raise WriteError(
-        f"cannot save to {path}: it is {kind}, not a regular file; saves replace their target "
-        "with a new file, so choose a regular file path",
-        errno=code,
-        filename=path,
-    )
+    _refuse_special(path, f"cannot save to {path}",
+                    "saves replace their target with a new file, so choose a regular file path")
 
 
 def check_removable(path: str) -> None:
@@ -270,16 +262,8 @@ def check_removable(path: str) -> None:
     another count); a FIFO, device node, socket or directory that happens to carry such a name
     was not written by a save, so it is never deleted.
     """
-    found = _special_kind(path)
-    if found is None:
-        return
-    kind, code = found
-    raise WriteError(
-        f"cannot remove {path}, a name an earlier save's checkpoint uses: it is {kind}, not a regular "
-        "file; move it away or save into another directory",
-        errno=code,
-        filename=path,
-    )
+    _refuse_special(path, f"cannot remove {path}, a name an earlier save's checkpoint uses",
+                    "move it away or save into another directory")
 
 
 class CommitOnExit:
@@ -385,10 +369,6 @@ class AtomicFileSink(CommitOnExit):
 # --- a set of files published as one -----------------------------------------------------
 
 
-def _remove_tree(path: str) -> None:
-    shutil.rmtree(path, ignore_errors=True)
-
-
 class StagedDirectory:
     """Write several files into ``directory`` as one unit (a sharded checkpoint).
 
@@ -458,11 +438,11 @@ class StagedDirectory:
                 os.remove(os.path.join(self.directory, name))
             except OSError:
                 pass  # best effort: the new set is in place; a leftover is not part of it
-        _remove_tree(self.path)
+        shutil.rmtree(self.path, ignore_errors=True)
 
     def abort(self) -> None:
         """Discard everything staged; the target directory is left as it was."""
-        _remove_tree(self.path)
+        shutil.rmtree(self.path, ignore_errors=True)
 
 
 def remove_stale_staging(directory: str | os.PathLike[str], label: str) -> list[str]:
@@ -470,7 +450,7 @@ def remove_stale_staging(directory: str | os.PathLike[str], label: str) -> list[
     (named as temp files are, so the same host-tag and PID rule applies)."""
     removed = _dead_writers(os.fspath(directory), f".{label}{_STAGING}.{_TAG}.")
     for stale in removed:
-        _remove_tree(stale)
+        shutil.rmtree(stale, ignore_errors=True)
     return removed
 
 
