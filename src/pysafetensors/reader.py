@@ -11,7 +11,7 @@ import mmap
 import operator
 import os
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any, NamedTuple, Protocol, cast, runtime_checkable
 
 from .errors import (
@@ -667,3 +667,30 @@ class CheckpointFiles(Protocol):
     def part_of(self, name: str) -> int: ...
 
     def file_of(self, name: str) -> SafeFile: ...
+
+
+class RangedBytes:
+    """A tensor's bytes read as they are sliced: ``[lo:hi]`` is ``read(lo, hi)``, that range
+    only (a safetensors tensor on a source without zero-copy views, a GGUF tensor's stored bytes)."""
+
+    def __init__(self, read: Callable[[int, int], Any], length: int) -> None:
+        self.read = read
+        self.length = length
+
+    def __len__(self) -> int:
+        return self.length
+
+    def __getitem__(self, key: slice) -> Any:
+        if not isinstance(key, slice):
+            raise TypeError("RangedBytes supports byte-range slices only")
+        start, stop, step = key.indices(self.length)
+        if step != 1:
+            raise ValueError("RangedBytes slices must be contiguous")
+        return self.read(start, max(stop, start))
+
+    def held(self, cap: int) -> Any:
+        """The bytes fetched into memory once when they are at most ``cap`` bytes, else as they are."""
+        return self[0 : self.length] if self.length <= cap else self
+
+    def resident(self) -> int:
+        return 0

@@ -24,7 +24,7 @@ from gguf_helpers import (
 from pysafetensors._adapters.numpy import numpy_dtype
 from pysafetensors.errors import GGUFUnsupported
 from pysafetensors.tools import _chunks
-from pysafetensors.tools.checkpoint import Checkpoint, GGUFCheckpoint, open_checkpoint
+from pysafetensors.tools.checkpoint import Checkpoint, GGUFCheckpoint, open_checkpoint, stream_tensors
 from pysafetensors.tools.diff import GGUFDiffResult, diff_files, tensor_value_diff
 from pysafetensors.tools.identity import identify
 from pysafetensors.tools.stats import file_stats, tensor_stats
@@ -272,7 +272,7 @@ def test_a_gguf_stream_reads_small_tensors_together(mixed: Path) -> None:
     reads.clear()
     ref = reference_dequantized(mixed)
     with ckpt:
-        got = {t.name: np.frombuffer(bytes(d[0 : len(d)]), numpy_dtype(t.dtype)) for t, d in ckpt.stream(ckpt.file.names())}
+        got = {t.name: np.frombuffer(bytes(d[0 : len(d)]), numpy_dtype(t.dtype)) for t, d in stream_tensors(ckpt, ckpt.file.names())}
     assert len(reads) == 1  # 21 KB of tensors, back to back
     for name, x in got.items():
         np.testing.assert_array_equal(x.astype(np.float64), ref[name].reshape(-1).astype(np.float64))
@@ -307,3 +307,25 @@ def test_bert_names_go_back_to_the_checkpoints(tmp_path: Path) -> None:
     assert isinstance(r, GGUFDiffResult) and r.architecture == "bert"
     assert [d.name for d in r.tensors_added] == ["pooler.dense.weight"] and not r.tensors_removed
     assert r.same is False and all(v.differing == 0 for v in r.values or [])
+
+
+def test_a_gguf_checkpoint_is_a_tensor_file(mixed: Path) -> None:
+    """GGUF's checkpoint answers the TensorFile protocol; its metadata is typed (``gguf_metadata``),
+    and asking it for safetensors raw tensors says how GGUF tensors are read."""
+    from pysafetensors.errors import FileClosed, TensorNotFound
+    from pysafetensors.reader import TensorFile
+
+    ckpt = open_checkpoint(mixed, gguf=True)
+    assert isinstance(ckpt, GGUFCheckpoint) and isinstance(ckpt, TensorFile)
+    names = ckpt.names()
+    assert names == [t.name for t in ckpt.tensors] and ckpt.sorted_names() == sorted(names)
+    assert all(n in ckpt for n in names) and "nope" not in ckpt and ckpt.name == str(mixed)
+    assert ckpt.metadata is None and ckpt.gguf_metadata is ckpt.header.fields and "general.architecture" in ckpt.gguf_metadata
+    with pytest.raises(TensorNotFound, match=f"^{mixed} does not contain tensor nope"):
+        ckpt.info("nope")
+    for read in (lambda: ckpt.raw(names[0]), lambda: ckpt.raw_all()):
+        with pytest.raises(GGUFUnsupported, match="GGUF tensors are read as values"):
+            read()
+    ckpt.close()
+    with pytest.raises(FileClosed):
+        ckpt.sorted_names()

@@ -4,18 +4,14 @@ An input is a local file, an ``http(s)://`` or fsspec URL (``memory://``, ``s3:/
 ``*.safetensors.index.json`` (local or URL), a local directory holding a checkpoint, or a
 local pipe/FIFO/character device (``/dev/stdin``), copied to a temporary file up to what its
 header declares (:mod:`pysafetensors.io.spool`, the one stream policy).  :func:`open_checkpoint` opens it once as a
-:class:`Checkpoint`; with ``gguf=True`` a file that starts with GGUF's magic (llama.cpp's
-format, any of the same inputs) opens as a :class:`GGUFCheckpoint` instead, which the read
-tools (summary, tree, identity, diff, stats, values) take beside a Checkpoint: the front the
-commands ask, so no command branches on the format.  Tools that write safetensors files from a
-checkpoint (shard, merge, metadata edits) open without ``gguf`` and get a clear error for one.
-
-A GGUFCheckpoint's tensors (:class:`GGUFTensor`) carry GGUF's facts (GGML type, dims in GGUF's
-order, stored bytes) and, as ``dtype``/``shape``, those of their *values*: the shape in
-PyTorch's order and the dtype a tensor reads as (F32 for quantized types, which gguf-py
-dequantizes).  ``data(name)`` gives those values as bytes that decode on slicing
-(:class:`~pysafetensors.gguf.reader.DecodedBytes`), so the chunked tools stream a quantized
-tensor a few rows at a time, exactly as they stream a safetensors one.
+:class:`Checkpoint`, a thin wrapper over its one :class:`~pysafetensors.reader.TensorFile` (a
+SafeFile, or a ShardedFile behind an index) whose files the tools read through
+:class:`~pysafetensors.reader.CheckpointFiles`; with ``gguf=True`` a file that starts with
+GGUF's magic (llama.cpp's format, any of the same inputs) opens as a
+:class:`~pysafetensors.gguf.checkpoint.GGUFCheckpoint` instead, GGUF's TensorFile, which the
+read tools (summary, tree, identity, diff, stats, values) take beside a Checkpoint: the front
+the commands ask, so no command branches on the format.  Tools that write safetensors files
+from a checkpoint (shard, merge, metadata edits) open without ``gguf`` and get a clear error for one.
 
 The metadata rule (one rule for every tool): a checkpoint's ``metadata`` is the single file's
 ``__metadata__``, or for a sharded checkpoint the index's ``metadata`` (exactly what
@@ -27,7 +23,7 @@ keep the first file's header metadata, :attr:`Checkpoint.header_metadata`.
 
 Tensor bytes come as a zero-copy view of mapped files, or as :class:`RangedBytes` over remote
 sources: slicing it reads just that byte range, so chunked tools never hold a whole tensor
-and move each byte over the network once.  :meth:`Checkpoint.stream` reads runs of small
+and move each byte over the network once.  :func:`stream_tensors` reads runs of small
 tensors that lie back to back with one request, so a remote input does not cost one request
 per small tensor.
 """
@@ -38,20 +34,19 @@ import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
-from functools import partial
 from typing import Any, ClassVar, Literal, Protocol, overload, runtime_checkable
 
 from ..errors import GGUFUnsupported, InvalidIndex, SafetensorError, SourceError, TensorNotFound
 from ..format.dtypes import DType
 from ..format.header import N_LEN, TensorInfo
-from ..gguf.header import GGUFHeader
-from ..gguf.reader import DecodedBytes, GGUFFile, GGUFTensor
+from ..gguf.checkpoint import GGUFCheckpoint
+from ..gguf.reader import GGUFTensor
 from ..gguf.split import open_gguf
 from ..io.locate import Located, is_sharded_path, locate
 from ..io.protocols import capabilities
 from ..io.redact import redact_url
 from ..io.registry import url_scheme
-from ..reader import SafeFile, alloc
+from ..reader import RangedBytes, SafeFile, alloc
 from ..sharded import ShardedFile, open_index
 from ._chunks import read_ahead_bytes
 
@@ -107,32 +102,6 @@ class ReadOnSlice(TensorBytes, Protocol):
     def resident(self) -> int:
         """Bytes of memory these bytes keep while they wait."""
         ...
-
-
-class RangedBytes:
-    """A tensor's bytes read as they are sliced: ``[lo:hi]`` is ``read(lo, hi)``, that range
-    only (a safetensors tensor on a source without zero-copy views, a GGUF tensor's stored bytes)."""
-
-    def __init__(self, read: Callable[[int, int], Any], length: int) -> None:
-        self.read = read
-        self.length = length
-
-    def __len__(self) -> int:
-        return self.length
-
-    def __getitem__(self, key: slice) -> Any:
-        if not isinstance(key, slice):
-            raise TypeError("RangedBytes supports byte-range slices only")
-        start, stop, step = key.indices(self.length)
-        if step != 1:
-            raise ValueError("RangedBytes slices must be contiguous")
-        return self.read(start, max(stop, start))
-
-    def held(self, cap: int) -> TensorBytes:
-        return self[0 : self.length] if self.length <= cap else self
-
-    def resident(self) -> int:
-        return 0
 
 
 def read_ahead_runs(infos: Sequence[TensorInfo], keys: Sequence[object | None]) -> Iterator[tuple[int, int]]:
@@ -273,27 +242,6 @@ class Checkpoint:
         """The whole tensor's bytes (a view when mapped, else one read); for writers."""
         return self._file(name).raw(name).data
 
-    def stream(self, names: Sequence[str]) -> Iterator[tuple[TensorInfo, TensorBytes]]:
-        """``(info, bytes)`` for each name, in the order given.
-
-        On sources without views (HTTP, fsspec), consecutive names whose tensors lie back to
-        back in one file (holes of at most READ_AHEAD_GAP) come from one read of at most
-        :func:`read_ahead_bytes`; larger tensors stay :class:`RangedBytes` for chunked reads.
-        The bytes handed out are valid until the next item is taken.
-        """
-        infos = [self.info(n) for n in names]
-        files = [self._file(n) for n in names]
-        keys = [None if capabilities(f.source).view else f for f in files]
-        for i, j in read_ahead_runs(infos, keys):
-            first = infos[i]
-            if j == i + 1:
-                yield first, self.data(first.name)
-                continue
-            buf = alloc(infos[j - 1].end - first.begin)
-            files[i].read_data(first.begin, buf)  # a failure names the tensor it hit
-            for t in infos[i:j]:
-                yield t, buf[t.begin - first.begin : t.end - first.begin]
-
     def data_regions(self) -> list[tuple[SafeFile, int, int]]:
         """(file, absolute start, length) of each file's data region, in order."""
         return [(f, N_LEN + f.header.header_size, f.header.data_size) for f in self.files]
@@ -373,110 +321,54 @@ def _from_sharded(path: str, sf: ShardedFile) -> Checkpoint:
     return Checkpoint(path, sf, list(sf.shard_names), index_path=sf.name)
 
 
-# --- GGUF -----------------------------------------------------------------------------------
-
-
-class GGUFCheckpoint:
-    """A GGUF file opened for the tools: the same questions as a :class:`Checkpoint` answers
-    (``tensors``, ``info``, ``data``, ``stream``...), plus the GGUF header (``header``)."""
-
-    format: ClassVar[Literal["gguf"]] = "gguf"
-    sharded = False
-    index_path: str | None = None
-    metadata: dict[str, str] | None = None  # GGUF metadata is typed: ``header.fields``
-
-    def __init__(self, path: str, file: GGUFFile, file_name: str) -> None:
-        self.path = path
-        self.file = file
-        self.header: GGUFHeader = file.header
-        # a split set's files, else this one file
-        self.file_names = [os.path.basename(redact_url(p)) for p in file.parts] if len(file.parts) > 1 else [file_name]
-        tensors = [GGUFTensor.of(t) for t in self.header.tensors]
-        self._tensors = tensors
-        self._by_name = {t.name: t for t in tensors}
-
-    @property
-    def local(self) -> bool:
-        return url_scheme(self.path) in (None, "file")
-
-    @property
-    def file_size(self) -> int:
-        return self.header.file_size
-
-    @property
-    def header_size(self) -> int:
-        """Bytes before the tensor data: the header and its padding to the alignment."""
-        return self.header.data_offset
-
-    @property
-    def tensor_count(self) -> int:
-        return len(self._tensors)
-
-    @property
-    def tensors(self) -> list[GGUFTensor]:
-        """Every tensor in file order (the order of the tensor descriptions)."""
-        return list(self._tensors)
-
-    def info(self, name: str) -> GGUFTensor:
-        t = self._by_name.get(name)
-        if t is None:
-            raise missing(self.path, name)
-        return t
-
-    def file_of(self, name: str) -> str:
-        self.info(name)
-        return self.file_names[self.file.part_index(name) if len(self.file_names) > 1 else 0]
-
-    def data(self, name: str, heads: int | None = None) -> DecodedBytes:
-        """The tensor's values as bytes of ``info(name).dtype`` that decode on slicing;
-        ``heads`` un-permutes llama's q/k rows (:mod:`pysafetensors.gguf.names`)."""
-        self.info(name)
-        return self.file.decoded(name, heads)
-
-    def stored(self, name: str) -> TensorBytes | None:
-        """The tensor's bytes as stored (quantized), read as they are sliced; None for a type
-        this version does not know (where its bytes end is unknown)."""
-        t = self.info(name)
-        return None if t.type.startswith("unknown") else RangedBytes(partial(self.file.stored, t.name), t.nbytes)
-
-    def stream(self, names: Sequence[str], heads: Mapping[str, int] | None = None
-               ) -> Iterator[tuple[GGUFTensor, DecodedBytes]]:
-        """``(tensor, values)`` for each name, in the order given (as :meth:`Checkpoint.stream`).
-
-        On sources without views, runs of small tensors stored close together come from one
-        read (:func:`read_ahead_bytes` at most); larger ones decode from ranged reads.
-        """
-        heads = heads or {}
-        infos = [self.info(n) for n in names]
-        keys = [None if self.file.views or t.type.startswith("unknown") else self.file for t in infos]
-        for i, j in read_ahead_runs(infos, keys):
-            first = infos[i]
-            if j == i + 1:
-                yield first, self.data(first.name, heads.get(first.name))
-                continue
-            buf = self.file.stored(first.name, 0, infos[j - 1].end - first.begin)  # the whole run, read once
-            for t in infos[i:j]:
-                stored = buf[t.begin - first.begin : t.end - first.begin]
-                yield t, self.file.decoded(t.name, heads.get(t.name), stored)
-
-    def shard_metadata(self) -> list[ShardMetadata] | None:
-        return None
-
-    def metadata_disagreements(self) -> list[MetadataDisagreement] | None:
-        return None
-
-    def close(self) -> None:
-        self.file.close()
-
-    def __enter__(self) -> GGUFCheckpoint:  # noqa: PYI034
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-
 #: what the read tools take: a safetensors checkpoint or a GGUF file
 AnyCheckpoint = Checkpoint | GGUFCheckpoint
+
+
+def stream_tensors(ckpt: AnyCheckpoint, names: Sequence[str], heads: Mapping[str, int] | None = None
+                   ) -> Iterator[tuple[TensorInfo, TensorBytes]]:
+    """``(info, bytes)`` for each name, in the order given: a safetensors tensor's bytes, a GGUF
+    tensor's values (``heads``: llama's q/k rows to un-permute, by name; see ``data``).
+
+    On sources without views (HTTP, fsspec), consecutive names whose tensors lie back to back in
+    one file (holes of at most READ_AHEAD_GAP) come from one read of at most
+    :func:`read_ahead_bytes`; larger tensors stay read on slice (RangedBytes, DecodedBytes).
+    The bytes handed out are valid until the next item is taken.
+    """
+    heads = heads or {}
+    infos: Sequence[TensorInfo]
+    alone: Callable[[TensorInfo], TensorBytes]
+    read_run: Callable[[TensorInfo, int], Any]
+    piece: Callable[[TensorInfo, Any], TensorBytes]
+    if ckpt.format == "gguf":
+        g = ckpt.file
+        infos = [ckpt.info(n) for n in names]
+        keys: list[object | None] = [None if g.views or t.type.startswith("unknown") else g for t in infos]
+        gguf = ckpt
+        alone = lambda t: gguf.data(t.name, heads.get(t.name))
+        read_run = lambda first, end: g.stored(first.name, 0, end - first.begin)
+        piece = lambda t, b: g.decoded(t.name, heads.get(t.name), b)
+    else:
+        infos = [ckpt.info(n) for n in names]
+        files = {n: ckpt.file.file_of(n) for n in names}
+        keys = [None if capabilities(files[n].source).view else files[n] for n in names]
+        safe = ckpt
+        alone = lambda t: safe.data(t.name)
+
+        def read_run(first: TensorInfo, end: int) -> memoryview:
+            buf = alloc(end - first.begin)
+            files[first.name].read_data(first.begin, buf)  # a failure names the tensor it hit
+            return buf
+
+        piece = lambda t, b: b
+    for i, j in read_ahead_runs(infos, keys):
+        first = infos[i]
+        if j == i + 1:
+            yield first, alone(first)
+            continue
+        buf = read_run(first, infos[j - 1].end)
+        for t in infos[i:j]:
+            yield t, piece(t, buf[t.begin - first.begin : t.end - first.begin])
 
 
 def _open_file(found: Located, gguf: bool, shown: str, gguf_layout: bool) -> Checkpoint | GGUFCheckpoint:
@@ -533,4 +425,4 @@ def open_checkpoint(path: str | os.PathLike[str], storage_options: Mapping[str, 
 
 __all__ = ["AnyCheckpoint", "Checkpoint", "GGUFCheckpoint", "GGUFTensor", "MetadataDisagreement", "RangedBytes",
            "ReadOnSlice", "ShardMetadata", "TensorAccess", "TensorBytes", "ValueTensor", "is_sharded_path", "matches",
-           "open_checkpoint"]
+           "open_checkpoint", "stream_tensors"]

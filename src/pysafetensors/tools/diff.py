@@ -82,6 +82,7 @@ from .checkpoint import (
     ValueTensor,
     missing,
     open_checkpoint,
+    stream_tensors,
 )
 from .pairing import Item, RegionView, Span, differing_spans, equal_bytes, hold, stream_pair
 
@@ -534,7 +535,7 @@ class _Stream:
         if self.mapped_file is not None:
             pairs = mapped_values(self.mapped_file, [self.mapped[k] for k in keys])
         else:
-            pairs = iter(self.ckpt.stream(names))
+            pairs = iter(stream_tensors(self.ckpt, names))
         return ((k, t, d) for k, (t, d) in zip(keys, pairs))
 
     def values(self, key: str) -> TensorBytes:
@@ -649,7 +650,7 @@ def mapped_values(ckpt: GGUFCheckpoint, tensors: list[MappedTensor]) -> Iterator
     read as stored come through the checkpoint's stream (small ones read ahead together on a remote
     source); the others are computed from their GGUF tensors (:mod:`pysafetensors.gguf.hf_bytes`)."""
     direct = [t for t in tensors if reads_as_stored(t)]
-    streamed = ckpt.stream([t.source for t in direct], {t.source: t.heads for t in direct if t.heads})
+    streamed = stream_tensors(ckpt, [t.source for t in direct], {t.source: t.heads for t in direct if t.heads})
     for t in tensors:
         data = next(streamed)[1] if reads_as_stored(t) else mapped_bytes(ckpt.file, t)
         yield MappedValue(t.name, t.dtype, t.shape), data

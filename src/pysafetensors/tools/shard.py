@@ -11,7 +11,7 @@ Before anything is written, shards or an index already in ``outdir`` are refused
 ``force``, and an ``outdir`` holding the input itself is always refused.
 
 :func:`streamed_items` is also what ``merge`` writes from: the tensors' bytes are read in the
-order the writer asks for them, with :meth:`Checkpoint.stream`, so runs of small tensors on a
+order the writer asks for them, with :func:`~pysafetensors.tools.checkpoint.stream_tensors`, so runs of small tensors on a
 remote input share one request instead of costing one each.
 """
 
@@ -30,7 +30,7 @@ from ..io.targets import is_url_target, open_directory
 from ..sharded import write_sharded
 from ..writer import WriteItem
 from ._base import Bar, JsonResult, Progress, no_progress
-from .checkpoint import Checkpoint, ReadOnSlice, TensorBytes, open_checkpoint
+from .checkpoint import Checkpoint, ReadOnSlice, TensorBytes, open_checkpoint, stream_tensors
 
 
 @dataclass
@@ -54,7 +54,7 @@ class ShardResult(JsonResult):
 class _ReadAhead:
     """Whole tensors for a writer that asks for them one at a time, in ``order``.
 
-    They come from :meth:`Checkpoint.stream` over ``order``: on a remote input, runs of small
+    They come from :func:`~pysafetensors.tools.checkpoint.stream_tensors` over ``order``: on a remote input, runs of small
     tensors lying back to back are one request.  A name asked out of that order restarts the
     stream there (still correct, only with fewer shared reads).  Each buffer handed out is the
     writer's to keep: the stream reads every run into a fresh buffer.
@@ -72,7 +72,7 @@ class _ReadAhead:
         if i is None:
             return self._ckpt.read(name)
         if self._stream is None or i != self._expected:
-            self._stream = self._ckpt.stream(self._order[i:])
+            self._stream = stream_tensors(self._ckpt, self._order[i:])
         info, data = next(self._stream)
         self._expected = i + 1
         if isinstance(data, ReadOnSlice):  # larger than a read-ahead window: one read of its own

@@ -32,6 +32,7 @@ from .checkpoint import (
     ValueTensor,
     matches,
     open_checkpoint,
+    stream_tensors,
 )
 
 
@@ -171,5 +172,5 @@ def file_stats(
     chosen = [t for t in ckpt.tensors if matches(t.name, patterns)]
     # the bar counts the values read (a GGUF tensor's dequantized, not its stored bytes)
     with progress(sum(t.dtype.nbytes(t.nelements) for t in chosen), "stats") as bar:
-        out = [stats_of(info, data, bar) for info, data in ckpt.stream([t.name for t in chosen])]
+        out = [stats_of(info, data, bar) for info, data in stream_tensors(ckpt, [t.name for t in chosen])]
     return StatsResult(ckpt.path, out, list(patterns) if patterns else None)

@@ -64,6 +64,7 @@ from ..tools.checkpoint import (
     TensorBytes,
     ValueTensor,
     open_checkpoint,
+    stream_tensors,
 )
 from ..tools.pairing import HOLD_CAP, hold
 from ..tools.stats import stats_of, tensor_stats
@@ -310,7 +311,7 @@ def stream_values(ckpt: AnyCheckpoint, progress: Progress = no_progress) -> list
     tensor whose type cannot be read gets ``{"name", "error"}`` (the GGUF front's message)."""
     tensors = ckpt.tensors
     with progress(sum(_values_nbytes(t) for t in tensors), "stats") as bar:
-        return [_stats_entry(info, hold(data), bar) for info, data in ckpt.stream([t.name for t in tensors])]
+        return [_stats_entry(info, hold(data), bar) for info, data in stream_tensors(ckpt, [t.name for t in tensors])]
 
 
 def _diff_with_stats(a: AnyCheckpoint, b: AnyCheckpoint, progress: Progress
