@@ -1,13 +1,8 @@
-"""A GGUF file (or split set) as the tools open it: a :class:`~pysafetensors.reader.TensorFile`.
+"""A GGUF file (or split set) as the tools open it: GGUF's :class:`~pysafetensors.reader.TensorFile`.
 
-:class:`GGUFCheckpoint` answers what the read tools ask of any checkpoint (``names``, ``info``,
-``tensors``, ``file_names``, ``data``...) beside the GGUF header (``header``, typed metadata in
-``gguf_metadata``).  Its tensors (:class:`~pysafetensors.gguf.reader.GGUFTensor`) carry GGUF's
-facts (GGML type, dims in GGUF's order, stored bytes) and, as ``dtype``/``shape``, those of
-their *values*: the shape in PyTorch's order and the dtype a tensor reads as (F32 for quantized
-types, which gguf-py dequantizes).  ``data(name)`` gives those values as bytes that decode on
-slicing (:class:`~pysafetensors.gguf.reader.DecodedBytes`), so the chunked tools stream a
-quantized tensor a few rows at a time, exactly as they stream a safetensors one.
+Its tensors (:class:`~pysafetensors.gguf.reader.GGUFTensor`) have the ``dtype``/``shape`` of their
+*values* (PyTorch's order; F32 for quantized types, which gguf-py dequantizes); ``data(name)`` gives
+those values as bytes that decode on slicing, so chunked tools stream a quantized tensor a few rows at a time.
 """
 
 from __future__ import annotations

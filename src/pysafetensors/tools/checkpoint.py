@@ -104,27 +104,6 @@ class ReadOnSlice(TensorBytes, Protocol):
         ...
 
 
-def read_ahead_runs(infos: Sequence[TensorInfo], keys: Sequence[object | None]) -> Iterator[tuple[int, int]]:
-    """``(i, j)`` for each run ``infos[i:j]`` that one read fetches, in order: consecutive
-    tensors of the same file (``keys``: its object; None for a tensor read on its own, such as
-    one on a mapped file) that lie close together (holes of at most READ_AHEAD_GAP) within
-    :func:`read_ahead_bytes`.  A tensor larger than that, or with no such neighbour, is a run of one."""
-    window = read_ahead_bytes()
-    i = 0
-    while i < len(infos):
-        first, key, j = infos[i], keys[i], i + 1
-        if key is not None and first.nbytes <= window:
-            end = first.end
-            while j < len(infos):
-                nxt = infos[j]
-                if keys[j] is not key or nxt.begin < end or nxt.begin - end > READ_AHEAD_GAP or nxt.end - first.begin > window:
-                    break
-                end = nxt.end
-                j += 1
-        yield i, j
-        i = j
-
-
 def missing(path: str, name: str) -> TensorNotFound:
     """The error for a tensor the checkpoint shown as ``path`` does not hold."""
     return TensorNotFound(f"{path} does not contain tensor {name}", tensor=name)
@@ -361,14 +340,21 @@ def stream_tensors(ckpt: AnyCheckpoint, names: Sequence[str], heads: Mapping[str
             return buf
 
         piece = lambda t, b: b
-    for i, j in read_ahead_runs(infos, keys):
-        first = infos[i]
+    # Each run infos[i:j] is one read: consecutive tensors of one file (keys: None for one read
+    # on its own, such as one on a mapped file) close together, within the read-ahead window.
+    window, i = read_ahead_bytes(), 0
+    while i < len(infos):
+        first, key, end, j = infos[i], keys[i], infos[i].end, i + 1
+        while (key is not None and j < len(infos) and keys[j] is key and end <= infos[j].begin <= end + READ_AHEAD_GAP
+               and infos[j].end - first.begin <= window):
+            end, j = infos[j].end, j + 1
         if j == i + 1:
             yield first, alone(first)
-            continue
-        buf = read_run(first, infos[j - 1].end)
-        for t in infos[i:j]:
-            yield t, piece(t, buf[t.begin - first.begin : t.end - first.begin])
+        else:
+            buf = read_run(first, end)
+            for t in infos[i:j]:
+                yield t, piece(t, buf[t.begin - first.begin : t.end - first.begin])
+        i = j
 
 
 def _open_file(found: Located, gguf: bool, shown: str, gguf_layout: bool) -> Checkpoint | GGUFCheckpoint:
