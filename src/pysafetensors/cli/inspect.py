@@ -13,6 +13,7 @@ import dataclasses
 from collections.abc import Iterator
 from typing import Any
 
+from ..format._gcpause import paused_gc
 from ..tools.blocks import RepeatedBlock
 from ..tools.summary import (
     ARRAY_ITEMS,
@@ -331,6 +332,7 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument("--filter", action="append", metavar="GLOB", help="only tensors whose name matches (repeatable)")
 
 
+@paused_gc()  # a large header's objects are young and acyclic: a collection would only walk them
 def run(args: argparse.Namespace) -> int:
     tree = args.tree or args.depth is not None
     with open_input(args.file, args.remote, gguf=True) as ckpt:
