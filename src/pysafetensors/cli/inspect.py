@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import gc
 from collections.abc import Iterator
 from typing import Any
 
-from ..format._gcpause import paused_gc
 from ..tools.blocks import RepeatedBlock
 from ..tools.summary import (
     ARRAY_ITEMS,
@@ -332,12 +332,21 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument("--filter", action="append", metavar="GLOB", help="only tensors whose name matches (repeatable)")
 
 
-@paused_gc()  # a large header's objects are young and acyclic: a collection would only walk them
 def run(args: argparse.Namespace) -> int:
-    tree = args.tree or args.depth is not None
-    with open_input(args.file, args.remote, gguf=True) as ckpt:
-        # The rows only where they are printed (--tensors, or --json, which has them all), and
-        # the tree's node objects only for --json: the text draws it from the summary's groups.
-        result = summarize(ckpt, args.filter, tree=tree and args.json, rows=args.tensors or args.json)
-    emit(render_inspect(result, "json" if args.json else "text", tensors=args.tensors, depth=args.depth, tree=tree))
-    return 0
+    # A large header leaves a few hundred thousand young, acyclic objects (entries, columns,
+    # groups) for the whole command: a collection would walk them all to free nothing, so the
+    # collector stays off until the command is done (the library pauses it only call by call).
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        tree = args.tree or args.depth is not None
+        with open_input(args.file, args.remote, gguf=True) as ckpt:
+            # The rows only where they are printed (--tensors, or --json, which has them all), and
+            # the tree's node objects only for --json: the text draws it from the summary's groups.
+            result = summarize(ckpt, args.filter, tree=tree and args.json, rows=args.tensors or args.json)
+        fmt = "json" if args.json else "text"
+        emit(render_inspect(result, fmt, tensors=args.tensors, depth=args.depth, tree=tree))
+        return 0
+    finally:
+        if enabled:
+            gc.enable()
