@@ -49,13 +49,6 @@ class TorchDType:
     name: str
     dtype: DType | None
 
-    def require(self, context: str) -> DType:
-        if self.dtype is None:
-            raise UnsupportedDtype(
-                f"{context}: torch.{self.name} has no safetensors equivalent", dtype=self.name
-            )
-        return self.dtype
-
 
 @dataclass(frozen=True)
 class StorageType:
