@@ -547,6 +547,25 @@ class SafeFile:
                 return t.name, e, self.header.data_start + lo, hi - lo
         return None
 
+    # --- the CheckpointFiles interface: one file --------------------------------------------
+    def parts(self) -> list[SafeFile]:
+        return [self]
+
+    def part_tensors(self, i: int) -> list[TensorInfo]:
+        self.check_open()
+        return list(self.header.tensors)
+
+    def part_metadata(self, i: int) -> dict[str, str] | None:
+        return self.metadata
+
+    def part_of(self, name: str) -> int:
+        self._position(name)
+        return 0
+
+    def file_of(self, name: str) -> SafeFile:
+        self._position(name)
+        return self
+
     def close(self) -> None:
         with self._lock:
             if self._closed:
@@ -628,3 +647,23 @@ class TensorFile(Protocol):
     def check_open(self) -> None: ...
 
     def close(self) -> None: ...
+
+
+class CheckpointFiles(Protocol):
+    """The files behind an open checkpoint (a :class:`SafeFile`, or a
+    :class:`~pysafetensors.sharded.ShardedFile`'s shards in index order): what the tools read
+    beside the tensors (data regions, header sizes, each shard's metadata, where a tensor lies).
+
+    ``part_tensors(i)`` are the tensors of ``parts()[i]`` that belong to the checkpoint, in
+    file order; ``part_of``/``file_of`` raise TensorNotFound for an unknown name.
+    """
+
+    def parts(self) -> list[SafeFile]: ...
+
+    def part_tensors(self, i: int) -> list[TensorInfo]: ...
+
+    def part_metadata(self, i: int) -> dict[str, str] | None: ...
+
+    def part_of(self, name: str) -> int: ...
+
+    def file_of(self, name: str) -> SafeFile: ...

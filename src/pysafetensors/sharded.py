@@ -402,6 +402,19 @@ class ShardedFile:
                     future.cancel()
             pool.shutdown(wait=True)  # no thread may still write into a buffer once we return
 
+    # --- the CheckpointFiles interface: the shards, in index order ----------------------------
+    def parts(self) -> list[SafeFile]:
+        return [self.shard(s) for s in self.shard_names]
+
+    def part_tensors(self, i: int) -> list[TensorInfo]:
+        return self.shard_tensors(self.shard_names[i])
+
+    def part_metadata(self, i: int) -> dict[str, str] | None:
+        return self.shard_metadata(self.shard_names[i])
+
+    def part_of(self, name: str) -> int:
+        return self.shard_names.index(self._shard_of(name))
+
     def close(self) -> None:
         with self._lock:
             if self._closed:

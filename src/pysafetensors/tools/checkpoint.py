@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from functools import partial
 from typing import Any, ClassVar, Literal, Protocol, overload, runtime_checkable
@@ -185,23 +185,25 @@ class MetadataDisagreement:
 
 @dataclass
 class Checkpoint:
-    """One logical checkpoint: every tensor, its bytes, its metadata, however many files hold it."""
+    """One logical checkpoint: its one :class:`~pysafetensors.reader.TensorFile` (a SafeFile, or
+    a ShardedFile behind an index) as the tools read it, with the files behind it
+    (:class:`~pysafetensors.reader.CheckpointFiles`) and the names people know them by."""
 
     format: ClassVar[Literal["safetensors"]] = "safetensors"
 
     path: str  # as shown to people: a URL without credentials or query string
-    files: list[SafeFile]
+    file: SafeFile | ShardedFile
     file_names: list[str]  # one per file (the shard names for a sharded input)
-    metadata: dict[str, str] | None  # the metadata rule: the file's, or the index's
     index_path: str | None = None
-    sharded_file: ShardedFile | None = None
-    _owner: dict[str, int] = field(default_factory=dict)  # tensor -> position in files
 
-    def __post_init__(self) -> None:
-        if not self._owner:
-            for i, f in enumerate(self.files):
-                for name in f.names():
-                    self._owner[name] = i
+    @property
+    def metadata(self) -> dict[str, str] | None:
+        """The metadata rule: the file's, or the index's."""
+        return self.file.metadata
+
+    @property
+    def files(self) -> list[SafeFile]:
+        return self.file.parts()
 
     @property
     def sharded(self) -> bool:
@@ -216,15 +218,7 @@ class Checkpoint:
     def header_metadata(self) -> dict[str, str] | None:
         """The first file's ``__metadata__``: what shard and merge write into new files
         (a shard's without the checkpoint id, which names the save it came from)."""
-        if self.sharded_file is not None and self.file_names:
-            return self.sharded_file.shard_metadata(self.file_names[0])
-        return self.files[0].metadata if self.files else None
-
-    def file_metadata(self, position: int) -> dict[str, str] | None:
-        """One file's header metadata (a shard's without the checkpoint id)."""
-        if self.sharded_file is not None:
-            return self.sharded_file.shard_metadata(self.file_names[position])
-        return self.files[position].metadata
+        return self.file.part_metadata(0) if self.file_names else None
 
     @property
     def file_size(self) -> int:
@@ -236,30 +230,25 @@ class Checkpoint:
 
     @property
     def tensor_count(self) -> int:
-        return len(self._owner)
+        return len(self.file.names())
 
     @property
     def tensors(self) -> list[TensorInfo]:
         """Every tensor in file order (shard by shard; a shard's tensors the index maps elsewhere are skipped)."""
-        return [t for i in range(len(self.files)) for t in self.tensors_in(i)]
-
-    def tensors_in(self, i: int) -> list[TensorInfo]:
-        """The tensors of ``files[i]`` that belong to the checkpoint, in file order."""
-        f = self.files[i]
-        return [f.info(n) for n in f.names() if self._owner.get(n) == i]
+        return [t for i in range(len(self.file_names)) for t in self.file.part_tensors(i)]
 
     def _file(self, name: str) -> SafeFile:
-        i = self._owner.get(name)
-        if i is None:
+        if name not in self.file:
             raise missing(self.path, name)
-        return self.files[i]
+        return self.file.file_of(name)
 
     def info(self, name: str) -> TensorInfo:
         return self._file(name).info(name)
 
     def file_of(self, name: str) -> str:
-        self._file(name)
-        return self.file_names[self._owner[name]]
+        if name not in self.file:
+            raise missing(self.path, name)
+        return self.file_names[self.file.part_of(name)]
 
     def data(self, name: str) -> TensorBytes:
         """The tensor's bytes to slice in chunks: a view of a mapped file, else ranged reads."""
@@ -309,13 +298,17 @@ class Checkpoint:
         """(file, absolute start, length) of each file's data region, in order."""
         return [(f, N_LEN + f.header.header_size, f.header.data_size) for f in self.files]
 
+    def tensors_in(self, i: int) -> list[TensorInfo]:
+        """The tensors of ``files[i]`` that belong to the checkpoint, in file order."""
+        return self.file.part_tensors(i)
+
     def shard_metadata(self) -> list[ShardMetadata] | None:
         """Shard headers' ``__metadata__``, grouped by equal value (None for a single file)."""
         if not self.sharded:
             return None
         groups: list[ShardMetadata] = []
         for position, name in enumerate(self.file_names):
-            meta = self.file_metadata(position)
+            meta = self.file.part_metadata(position)
             for g in groups:
                 if g.metadata == meta:
                     g.files.append(name)
@@ -333,7 +326,7 @@ class Checkpoint:
         if not self.sharded:
             return None
         index = self.metadata or {}
-        headers = [(name, self.file_metadata(i) or {}) for i, name in enumerate(self.file_names)]
+        headers = [(name, self.file.part_metadata(i) or {}) for i, name in enumerate(self.file_names)]
         keys = sorted({k for _, m in headers for k in m})
         out = []
         for key in keys:
@@ -345,10 +338,7 @@ class Checkpoint:
         return out
 
     def close(self) -> None:
-        for f in self.files:
-            f.close()
-        if self.sharded_file is not None:
-            self.sharded_file.close()
+        self.file.close()
 
     def __enter__(self) -> Checkpoint:  # noqa: PYI034
         return self
@@ -369,22 +359,18 @@ def name_input(path: str, e: SafetensorError) -> SafetensorError:
 
 
 def _from_sharded(path: str, sf: ShardedFile) -> Checkpoint:
-    files: list[SafeFile] = []
     try:
         for shard in sf.shard_names:
             try:
-                files.append(sf.shard(shard))
+                sf.shard(shard)
             except SafetensorError as e:
                 raise name_input(redact_url(shard), e) from None
-        owner: dict[str, int] = {}
-        for i, shard in enumerate(sf.shard_names):
+        for shard in sf.shard_names:
             sf.check(shard, complete=True)  # the index's rule: every mapped tensor is there
-            for t in sf.shard_tensors(shard):
-                owner[t.name] = i
     except BaseException:
         sf.close()
         raise
-    return Checkpoint(path, files, list(sf.shard_names), sf.metadata, index_path=sf.name, sharded_file=sf, _owner=owner)
+    return Checkpoint(path, sf, list(sf.shard_names), index_path=sf.name)
 
 
 # --- GGUF -----------------------------------------------------------------------------------
@@ -500,8 +486,7 @@ def _open_file(found: Located, gguf: bool, shown: str, gguf_layout: bool) -> Che
     source = found.take_source()
     file_name = os.path.basename(redact_url(str(source.name or shown)).rstrip("/"))
     if found.format == "safetensors":
-        f = SafeFile(source)
-        return Checkpoint(shown, [f], [file_name], f.metadata)
+        return Checkpoint(shown, SafeFile(source), [file_name])
     if not gguf:
         source.close()
         raise GGUFUnsupported(
