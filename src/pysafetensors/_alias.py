@@ -57,7 +57,6 @@ _DEFINED_IN: dict[str, ModuleType] = {
     "SafetensorError": errors, "TensorSpec": _api, "deserialize": _api, "safe_open": handle,
     "_safe_open_handle": handle, "serialize": _api, "serialize_file": _api,
 }
-TOP_LEVEL = tuple(_DEFINED_IN)
 # Names upstream's face modules define that ours do not: private conversion helpers and
 # tables built on its TensorSpec/numpy round trips (no client library we checked uses them;
 # torch.distributed.checkpoint's ``_getdtype`` and transformers' ``_remove_duplicate_names``,

@@ -13,6 +13,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from .conftest import run_cli
 
@@ -131,3 +133,34 @@ def test_the_tree_sorts_numbers_by_value(tmp_path: Path) -> None:
     names = [n["label"] for n in json.loads(run_cli("inspect", path, "--tree", "--json").out)["tree"]["children"][1]
              ["children"][1]["children"]]
     assert names == [str(i) for i in range(12)]  # 2 before 10
+
+
+_parts = ["0", "1", "2", "10", "01", "a", "b", "", "h9", "h10"]
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.sampled_from(_parts), min_size=1, max_size=3).map(".".join).flatmap(
+    lambda block: st.tuples(st.just(block), st.sets(st.sampled_from([0, 1, 2, 9, 10, 11]), min_size=1),
+                            st.sets(st.lists(st.sampled_from(_parts), min_size=1, max_size=4).map(".".join),
+                                    max_size=12))))
+def test_the_text_tree_from_either_grouping_is_the_same(case: tuple[str, set[int], set[str]]) -> None:
+    # inspect draws the text tree from name_order_groups, sorting the siblings it shows;
+    # prefix_groups lists them in natural order already: the lines must be the same.
+    import dataclasses
+    import tempfile
+
+    from pysafetensors.cli.inspect import render_inspect
+    from pysafetensors.numpy import save_file
+    from pysafetensors.tools.summary import summarize
+
+    block, layers, strays = case
+    names = {f"x.{i}.{block}" for i in layers} | {f"{i}.{block}" for i in layers} | strays
+    with tempfile.TemporaryDirectory() as tmp:
+        path = str(Path(tmp) / "m.safetensors")
+        save_file({n: np.zeros(len(n) % 3 + 1, np.float32) for n in names}, path)
+        by_name, natural = summarize(path, rows=False), summarize(path, tree=True, rows=False)
+    assert by_name._groups is not None and not by_name._groups[0].natural
+    assert natural._groups is not None and natural._groups[0].natural
+    for depth in (None, 1, 2):
+        assert render_inspect(by_name, tree=True, depth=depth) == render_inspect(
+            dataclasses.replace(natural, tree=None), tree=True, depth=depth)

@@ -237,7 +237,7 @@ def _upstream_names(face: str) -> set[str]:
 def test_missing_upstream_names_are_exactly_the_documented_ones(tmp_path: Any) -> None:
     for module in ("paddle", "jax", "flax", "tensorflow", "mlx.core"):  # paddle first: see _helpers
         require(module)
-    from pysafetensors._alias import NOT_PROVIDED, TOP_LEVEL
+    from pysafetensors._alias import _DEFINED_IN, NOT_PROVIDED
 
     faces = list(NOT_PROVIDED)
     ours = _json(
@@ -253,7 +253,7 @@ def test_missing_upstream_names_are_exactly_the_documented_ones(tmp_path: Any) -
     import safetensors as upstream
 
     assert {n for n in dir(upstream) if not n.startswith("__") or n == "__version__"} - {"_safetensors_rust", *faces} \
-        <= {*TOP_LEVEL, "__version__"}
+        <= {*_DEFINED_IN, "__version__"}
     page = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "docs",
                         "upstream-differences.md")  # the one list of differences
     with open(page, encoding="utf-8") as fh:

@@ -244,3 +244,13 @@ def test_natural_order_is_the_order_of_the_parts_natural_keys(names: set[str]) -
     listed = list(names)
     expected = sorted(range(len(listed)), key=lambda i: [natural_key(p) for p in split_name(listed[i])])
     assert natural_order(listed) == expected
+
+
+def test_a_label_of_many_digits_is_a_name_not_a_number() -> None:
+    # 19 digits and more are not counted as layers (a 5,000-digit label passed int()'s limit).
+    long = "7" * 5000
+    tensors = {f"x.{n}.w": ("F32", (2,)) for n in ("1", "2", long, "1" + "0" * 18)}
+    (block,) = blocks_of(tensors)
+    assert block.indices == [1, 2] and not block.whole_group
+    assert blocks_of({f"x.{n}.w": ("F32", (2,)) for n in (long, "8" * 5000)}) == []
+    assert [b.indices for b in blocks_of({f"x.{n}.w": ("F32", (2,)) for n in ("9" * 18, "1")})] == [[1, 10**18 - 1]]

@@ -6,21 +6,10 @@ error being reported needs, imported then): ``cli/main.py`` imports it to print 
 ``--version`` without numpy or the format core, and every command imports it instead of
 ``cli/main`` (which imports the commands: importing it back would be a cycle).
 
-Remote inputs (:class:`RemoteOptions`, ``args.remote`` of every command)
--------------------------------------------------------------------------
-``--timeout``, ``-H/--header``, ``-o/--storage-option`` and ``--max-input-size`` are parsed
-once into one frozen object that the commands pass explicitly to whatever opens an input or
-an output (:meth:`RemoteOptions.for_path`):
-
-- ``-H 'Name: value'`` (repeatable) goes to ``http(s)://`` URLs only.  The HTTP client drops it
-  (with ``Authorization``, cookies and ``user:pass@``) when a redirect leaves the URL's origin.
-- The Hugging Face token (``HF_TOKEN``, else the file ``huggingface_hub`` login writes) goes to
-  ``https://huggingface.co``, ``https://hf.co`` and the ``HF_ENDPOINT`` origin only, never when
-  ``HF_HUB_DISABLE_IMPLICIT_TOKEN`` is set, and never over a ``-H 'Authorization: ...'``.
-- ``-o KEY=VALUE`` (repeatable, ``a.b=v`` nests: ``{"a": {"b": "v"}}``) goes to fsspec URLs
-  (``s3://``, ``gs://``, ``memory://``...); given with an ``http(s)://`` path it is refused.
-- Header values, the token and the values of credential-like ``-o`` keys are never printed:
-  :func:`report_error` writes ``***`` for them in every error line.
+``--timeout``, ``-H/--header``, ``-o/--storage-option`` and ``--max-input-size`` are parsed once
+into :class:`RemoteOptions` (``args.remote``), which the commands pass explicitly to whatever
+opens an input or an output (:meth:`RemoteOptions.for_path`: which options, and the Hugging Face
+token, go to which kind of URL); :meth:`RemoteOptions.secrets` are never printed.
 """
 
 from __future__ import annotations

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import gc
 from collections.abc import Iterator
 
 from ..tools.blocks import RepeatedBlock
@@ -24,7 +25,7 @@ from ..tools.summary import (
     gguf_value_text,
     summarize,
 )
-from ..tools.tree import within_depth
+from ..tools.tree import natural_key, within_depth
 from ._common import (
     disagreement_lines,
     emit,
@@ -70,6 +71,11 @@ def _block_lines(result: Summary) -> list[str]:
     return out
 
 
+#: a node as _render_tree keeps it: (node, its position, depth, the length of "its path.", the
+#: label to show it by, the block it stands for)
+_Entry = tuple[int, int, int, int, str, "RepeatedBlock | None"]
+
+
 def _render_tree(result: Summary, out: list[str], depth: int | None = None) -> None:
     """``result``'s tree (drawn from the groups its blocks were found in), one line per node,
     indented; ``depth``: no deeper than that many levels.  Lines are not escaped here.
@@ -78,6 +84,8 @@ def _render_tree(result: Summary, out: list[str], depth: int | None = None) -> N
     ``[0–5] × 6/`` (or, when the group holds nothing else, the group's own line as
     ``layer.[0–5] × 6/``); the other members are left out, and a numbered group not in the block
     says why.  Nodes are visited only where shown: the members left out are never walked.
+    Siblings are shown in natural order: sorted here, the ones shown only, when the groups list
+    them in the names' order (:func:`~pysafetensors.tools.tree.name_order_groups`).
     """
     if result._groups is None:
         return
@@ -106,15 +114,22 @@ def _render_tree(result: Summary, out: list[str], depth: int | None = None) -> N
             yield n, pos
             pos = end[-1 - n] if n < 0 else pos + 1
 
-    def entry(n: int, at: int, level: int, cut: int) -> tuple[int, int, int, int, str, RepeatedBlock | None]:
+    def entry(n: int, at: int, level: int, cut: int) -> _Entry:
         """A stack entry for node ``n`` at ``at`` below a group whose path is ``cut`` - 1 long."""
         if n >= 0:
             return n, at, level, cut, names[n][cut:], None
         return n, at, level, cut + len(labels[-1 - n]) + 1, labels[-1 - n], firsts.get(-1 - n)
 
+    def in_order(kids: list[_Entry]) -> list[_Entry]:
+        """``kids`` in natural order of their labels, a tensor before a group of the same label
+        (its name is a prefix of the group's names), as prefix_groups lists them."""
+        if g.natural or len(kids) < 2:
+            return kids
+        return sorted(kids, key=lambda e: (natural_key(e[4]), e[0] < 0))
+
     # Iterative: names may nest deeply.  (node, its position, depth, the length of "its path.",
     # the label to show it by, the block it stands for)
-    stack = [entry(n, at, 1, 0) for n, at in children(0, -1)]
+    stack = in_order([entry(n, at, 1, 0) for n, at in children(0, -1)])
     stack.reverse()
     while stack:
         n, at, level, cut, label, block = stack.pop()
@@ -141,7 +156,7 @@ def _render_tree(result: Summary, out: list[str], depth: int | None = None) -> N
             out.append(line)
         if depth is not None and level >= depth:
             continue
-        kids = [entry(c, pos, level + 1, cut) for c, pos in children(k, at) if -1 - c not in others]
+        kids = in_order([entry(c, pos, level + 1, cut) for c, pos in children(k, at) if -1 - c not in others])
         kids.reverse()
         stack.extend(kids)
 
@@ -315,11 +330,20 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    tree = args.tree or args.depth is not None
-    with open_input(args.file, args.remote, gguf=True) as ckpt:
-        # The rows only where they are printed (--tensors, or --json, which has them all), and
-        # the tree's node objects only for --json: the text draws it from the summary's groups,
-        # which only a tree needs.
-        result = summarize(ckpt, args.filter, tree=tree and args.json, rows=args.tensors or args.json, groups=tree)
-    emit(render_inspect(result, "json" if args.json else "text", tensors=args.tensors, depth=args.depth, tree=tree))
-    return 0
+    # A large header leaves a few hundred thousand young, acyclic objects (entries, columns,
+    # groups) for the whole command: a collection would walk them all to free nothing, so the
+    # collector stays off until the command is done (the library pauses it only call by call).
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        tree = args.tree or args.depth is not None
+        with open_input(args.file, args.remote, gguf=True) as ckpt:
+            # The rows only where they are printed (--tensors, or --json, which has them all), and
+            # the tree's node objects only for --json: the text draws it from the summary's groups.
+            result = summarize(ckpt, args.filter, tree=tree and args.json, rows=args.tensors or args.json)
+        fmt = "json" if args.json else "text"
+        emit(render_inspect(result, fmt, tensors=args.tensors, depth=args.depth, tree=tree))
+        return 0
+    finally:
+        if enabled:
+            gc.enable()

@@ -20,13 +20,9 @@ The registry is lazy: ``pysafetensors --help`` and ``--version`` list :data:`COM
 importing any command module (nor numpy, nor the format core), and a run imports only the
 module of the command it runs.
 
-Exit codes: 0 ok, 1 a finding (diff found differences, validate found problems, ``metadata
-get`` of a missing key), 2 an error (unreadable input, bad arguments).  Every error becomes its
-exit code and its one line on stderr in :func:`~._options.report_error` (commands that catch an
-error to choose a code, like ``convert``, call it too): URLs in the message lose their
-credentials and query strings, header values and tokens become ``***``, control characters are
-escaped; the traceback is shown only with ``--debug``.  Python warnings (numpy's floating-point
-ones included) never reach stderr.
+Exit codes: 0 ok, 1 a finding, 2 an error; every error becomes its code and one line on stderr
+in :func:`~._options.report_error`.  Python warnings (numpy's floating-point ones included)
+never reach stderr.
 """
 
 from __future__ import annotations

@@ -97,13 +97,10 @@ _LOADERS = {"torch-zip": load_torch_zip, "torch-legacy": load_torch_legacy, "npz
 def load_checkpoint(path: str | os.PathLike[str], fileobj: Any = None) -> Checkpoint:
     """Open ``path`` with the reader its content calls for.
 
-    The file's bytes come from :func:`pysafetensors.io.open_source`, which applies the one
-    backend rule: a map on a local disk, positional reads (``pread``) on network and FUSE
-    filesystems, where a map of a file that another client shrinks would SIGBUS.  ``fileobj``,
-    an already open binary file of ``path``, is read instead of opening ``path`` again (by the
-    same rule: a file object is read like the file it has open).  Everything the source can
-    make the loader allocate or walk is charged to one :class:`~.limits.Budget` sized by the
-    file's real size (kept on the checkpoint).  Closing the checkpoint closes the source.
+    The file's bytes come from :func:`pysafetensors.io.open_source` (its backend rule), from
+    ``fileobj`` instead when given (an already open binary file of ``path``).  Everything the
+    source can make the loader allocate or walk is charged to one :class:`~.limits.Budget` sized
+    by the file's real size (kept on the checkpoint).  Closing the checkpoint closes the source.
     """
     path = os.fspath(path)
     shown = redact_url(path)  # a signed URL's query or a password never reaches a message
@@ -167,8 +164,7 @@ def convert_file(
     extra = _check_metadata(metadata)
     if _same_local_file(src, dst):
         raise ConversionError(f"refusing to overwrite the source {src!r} with its conversion")
-    # A regular file is opened by load_checkpoint (io.open_source's backend rule); a pipe or
-    # other stream is read once into a temporary file, since the readers seek.
+    # A pipe or other stream is read once into a temporary file, since the readers seek.
     copy = None if fileobj is not None else spool_stream(src, max_input_size=max_input_size,
                                                          wanted="checkpoint to convert")
     spool = nullcontext(fileobj) if copy is None else copy

@@ -87,10 +87,9 @@ class Checkpoint:
 
 class SourceBytes:
     """The checkpoint file's bytes, through the source :func:`pysafetensors.io.open_source` chose
-    for it: uint8 views of the map of a file on a local disk (zero copy), fresh buffers filled
-    by positional reads where the source has no views (``pread`` on network and FUSE
-    filesystems, where a map of a file another client shrinks would SIGBUS).  Every range is
-    checked against the file's real size first; arrays handed out are read-only.
+    for it: uint8 views where the source has them (a map: zero copy), else fresh buffers filled
+    by positional reads.  Every range is checked against the file's real size first; arrays
+    handed out are read-only.
     """
 
     def __init__(self, source: ByteSource, label: str) -> None:

@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any
+from math import prod
+from typing import Any, Literal
 
 import numpy as np
 
@@ -95,7 +96,7 @@ class NumpyDType(Buildable):
     def __init__(self, code: str) -> None:
         self.code = code
         self.numeric = bool(_NUMERIC.match(code))
-        self.byteorder = "="
+        self.byteorder: Literal["<", ">", "=", "|"] = "="
         self.built = False
 
     def __repr__(self) -> str:
@@ -119,11 +120,7 @@ class NumpyDType(Buildable):
 
     def numpy(self) -> np.dtype[Any]:
         """The real numpy dtype (numeric codes only)."""
-        dt: np.dtype[Any] = np.dtype(self.code)
-        if self.byteorder == "<":
-            dt = dt.newbyteorder("<")
-        elif self.byteorder == ">":
-            dt = dt.newbyteorder(">")
+        dt: np.dtype[Any] = np.dtype(self.code).newbyteorder(self.byteorder)  # "=", "|": native, as it was
         return dt
 
 
@@ -231,9 +228,7 @@ def _array(data: Any, dtype: Any, shape: Any, fortran: Any, fn: str) -> PickledA
         return OpaqueValue(f"numpy array of dtype {dt.code}")
     npdt = dt.numpy()
     shape = check_numpy_shape(shape, npdt.itemsize, f"{fn} of {dt!r}")
-    count = 1
-    for d in shape:
-        count *= d
+    count = prod(shape)
     if count * npdt.itemsize != len(data):
         raise CorruptCheckpoint(
             f"{fn}: shape {list(shape)} of {npdt} needs {count * npdt.itemsize:,} bytes, the pickle holds {len(data):,}"

@@ -17,7 +17,7 @@ import numpy as np
 from ..errors import CorruptCheckpoint, UnsafePickle, UnsupportedDtype
 from .checkpoint import Checkpoint, SourceBytes
 from .limits import Budget, short_repr
-from .torch_objects import ALLOWLIST, REFUSED, Storage, StorageType, TorchDType, storage_bytes_of
+from .torch_objects import ALLOWLIST, REFUSED, Storage, TorchDType, storage_bytes_of, storage_reference
 from .unpickler import restricted_load
 
 MAGIC_NUMBER = 0x1950A86A20F9469CFC6C
@@ -32,7 +32,6 @@ class _LegacyStorages:
         self._label = label
         self.roots: dict[str, tuple[TorchDType, int]] = {}  # key -> (dtype, numel)
         self.offsets: dict[str, int] = {}  # key -> file offset of its bytes
-        self.views: list[Storage] = []
 
     def _fetch(self, key: str, start: int, length: int) -> np.ndarray:
         """Bytes ``[start, start + length)`` of root storage ``key`` (``locate`` checked it lies in the file)."""
@@ -45,14 +44,7 @@ class _LegacyStorages:
                 "state_dict instead",
                 global_name=short_repr(pid[1:2]),
             )
-        if not isinstance(pid, tuple) or len(pid) != 6 or pid[0] not in ("storage", b"storage"):
-            raise CorruptCheckpoint(f"{self._label}: unexpected persistent id {short_repr(pid)}")
-        _, stype, key, _location, numel, view = pid
-        if (
-            not isinstance(stype, StorageType) or not isinstance(key, str) or not isinstance(numel, int)
-            or not 0 <= numel < 1 << 63
-        ):
-            raise CorruptCheckpoint(f"{self._label}: malformed storage reference {short_repr(pid)}")
+        _, stype, key, _location, numel, view = storage_reference(pid, 6, self._label)
         torch_dtype = stype.torch_dtype
         if torch_dtype.dtype is None:
             # Without an element size the storages after this one cannot be located.

@@ -49,13 +49,6 @@ class TorchDType:
     name: str
     dtype: DType | None
 
-    def require(self, context: str) -> DType:
-        if self.dtype is None:
-            raise UnsupportedDtype(
-                f"{context}: torch.{self.name} has no safetensors equivalent", dtype=self.name
-            )
-        return self.dtype
-
 
 @dataclass(frozen=True)
 class StorageType:
@@ -141,6 +134,20 @@ class TensorRef(SourceTensor):
             typed = np.negative(typed) if self.neg else typed
             arr = np.ascontiguousarray(typed)
         return arr.reshape(-1).view(np.uint8)
+
+
+def storage_reference(pid: Any, size: int, label: str) -> tuple[Any, ...]:
+    """A ``torch.save`` persistent id of ``size`` items, ``("storage", type, key, location,
+    numel, ...)``, checked before anything is looked up for it."""
+    if not isinstance(pid, tuple) or len(pid) != size or pid[0] not in ("storage", b"storage"):
+        raise CorruptCheckpoint(f"{label}: unexpected persistent id {short_repr(pid)}")
+    _, stype, key, _location, numel = pid[:5]
+    if (
+        not isinstance(stype, StorageType) or not isinstance(key, str) or not isinstance(numel, int)
+        or not 0 <= numel < 1 << 63
+    ):
+        raise CorruptCheckpoint(f"{label}: malformed storage reference {short_repr(pid)}")
+    return pid
 
 
 def storage_bytes_of(leaves: list[Any]) -> int:

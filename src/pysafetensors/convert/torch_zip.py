@@ -18,7 +18,7 @@ import numpy as np
 from ..errors import CorruptCheckpoint, UnsupportedCheckpoint
 from .checkpoint import Checkpoint, SourceBytes, check_member, zip_data_start
 from .limits import Budget, short_repr
-from .torch_objects import ALLOWLIST, REFUSED, Storage, StorageType, storage_bytes_of
+from .torch_objects import ALLOWLIST, REFUSED, Storage, storage_bytes_of, storage_reference
 from .unpickler import restricted_load
 
 
@@ -53,14 +53,7 @@ class _ZipStorages:
             raise CorruptCheckpoint(f"{self._label}: cannot read entry {info.filename!r}: {e}") from e
 
     def __call__(self, pid: Any) -> Storage:
-        if not isinstance(pid, tuple) or len(pid) != 5 or pid[0] not in ("storage", b"storage"):
-            raise CorruptCheckpoint(f"{self._label}: unexpected persistent id {short_repr(pid)}")
-        _, stype, key, _location, numel = pid
-        if (
-            not isinstance(stype, StorageType) or not isinstance(key, str) or not isinstance(numel, int)
-            or not 0 <= numel < 1 << 63
-        ):
-            raise CorruptCheckpoint(f"{self._label}: malformed storage reference {short_repr(pid)}")
+        _, stype, key, _location, numel = storage_reference(pid, 5, self._label)
         if key in self._cache:
             return self._cache[key]
         entry = f"{self._prefix}/data/{key}"

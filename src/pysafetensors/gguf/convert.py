@@ -31,8 +31,6 @@ from .types import PLAIN_TYPES, ValueType
 from .values import joined_text
 
 DTYPES = ("f32", "f16", "bf16", "keep")
-_FLOAT_CODES = {"f32": "F32", "f16": "F16", "bf16": "BF16"}
-_INTEGER_CODES = frozenset({"I8", "I16", "I32", "I64"})
 #: elements decoded and written at a time (rounded to whole rows or heads): 8 MiB of float32
 CHUNK_ELEMENTS = 1 << 21
 
@@ -110,9 +108,9 @@ def output_code(type_name: str, dtype: str, tensor: str, values: DType | None = 
                 ggml_type=type_name,
             )
         return values.code if values is not None else PLAIN_TYPES[upper]
-    if upper in PLAIN_TYPES and PLAIN_TYPES[upper] in _INTEGER_CODES:
-        return PLAIN_TYPES[upper]  # integer tensors (token ids, positions) are not floats to cast
-    return _FLOAT_CODES[dtype]
+    if upper in PLAIN_TYPES and upper.startswith("I"):
+        return upper  # integer tensors (token ids, positions) are not floats to cast
+    return dtype.upper()  # f32, f16, bf16: the dtype codes F32, F16, BF16
 
 
 def cast_values(values: Any, to: Any) -> Any:

@@ -58,8 +58,6 @@ _FIRST_READ = 64 * 1024
 _MAX_READ = 16 * 1024 * 1024
 
 Reader = Callable[[int, int], bytes]
-#: value type id -> item size, for the numeric and boolean types
-_NUMBER_SIZES = {int(t): SCALAR_SIZES[t] for t in SCALAR_FORMATS}
 #: value type id -> (the type, its struct code, its size), for the numeric and boolean types
 _NUMBER_TYPES = {int(t): (t, f, SCALAR_SIZES[t]) for t, f in SCALAR_FORMATS.items()}
 
@@ -172,9 +170,6 @@ class _Cursor:
         c = cls(_no_read, len(data))
         c.buf = data
         return c
-
-    def remaining(self) -> int:
-        return self.size - self.pos
 
     def record(self) -> None:
         """Keep every byte read from here on, until :meth:`recorded` (windows move on meanwhile)."""
@@ -351,7 +346,7 @@ class _Parser:
         # is kept, beside the bytes of them all (GGUFArrays parses an item again when asked).
         c = self.c
         base = c.pos
-        starts = _array("I" if c.remaining() < 2**32 else "Q")
+        starts = _array("I" if c.size - c.pos < 2**32 else "Q")
         c.record()
         try:
             self._walk_arrays(n, key, depth + 1, base, starts)
@@ -368,16 +363,16 @@ class _Parser:
         head = struct.Struct("<IQ" if self.wide else "<II")
         if self.nested + n > MAX_NESTED_ARRAYS:
             self._too_many_arrays(key, self.nested + n)
+        if depth > MAX_ARRAY_DEPTH and n:
+            self.skip_array(key, depth)  # raises: _array_start refuses the depth before reading
         done = 0
         while done < n:
-            if depth > MAX_ARRAY_DEPTH:
-                break  # the careful path below raises
             buf, at = c.buf, c.base
             p, end = c.pos - at, len(buf)
             while done < n and p + 4 + width <= end:
                 item_type, count = head.unpack_from(buf, p)
-                size = _NUMBER_SIZES.get(item_type)
-                q = p + 4 + width + count * size if size is not None else end + 1
+                number = _NUMBER_TYPES.get(item_type)
+                q = p + 4 + width + count * number[2] if number is not None else end + 1
                 if q > end:
                     break
                 starts.append(at + p - base)
@@ -389,10 +384,6 @@ class _Parser:
                 starts.append(c.pos - base)
                 self.skip_array(key, depth)
                 done += 1
-        while done < n:
-            starts.append(c.pos - base)
-            self.skip_array(key, depth)
-            done += 1
 
     def skip_array(self, key: str, depth: int) -> None:
         """Check an array that is an item of an array (at ``depth``) as :meth:`array` would, keeping nothing."""

@@ -77,10 +77,6 @@ class HFMapping:
     #: a whole-file caveat: the architecture has no table (names from gguf-py, not checked)
     warning: str | None = None
 
-    @property
-    def renamed(self) -> int:
-        return sum(1 for t in self.tensors if t.name != t.source)
-
 
 @cache
 def _compiled(rule: Rule) -> re.Pattern[str]:

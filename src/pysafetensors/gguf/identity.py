@@ -24,19 +24,13 @@ from .values import joined_text
 WI_UNKNOWN_TYPES = frozenset({40})
 #: bytes per element for the types weight-inspect counts; every other (quantized) type counts 0
 _ELEMENT_BYTES = {"f32": 4, "i32": 4, "f16": 2, "i16": 2, "bf16": 2, "i8": 1, "i64": 8, "f64": 8}
-_ESCAPES = {'"': '\\"', "\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
+#: str.translate table: C0 controls and DEL as \u00XX; the quote, the backslash, \n, \r and \t as short escapes
+_ESCAPES = {c: f"\\u{c:04x}" for c in (*range(0x20), 0x7F)} | {
+    ord('"'): '\\"', ord("\\"): "\\\\", ord("\n"): "\\n", ord("\r"): "\\r", ord("\t"): "\\t"}
 
 
 def _escape(text: str) -> str:
-    out = []
-    for ch in text:
-        if ch in _ESCAPES:
-            out.append(_ESCAPES[ch])
-        elif ord(ch) < 0x20 or ord(ch) == 0x7F:
-            out.append(f"\\u{ord(ch):04x}")
-        else:
-            out.append(ch)
-    return '"' + "".join(out) + '"'
+    return '"' + text.translate(_ESCAPES) + '"'
 
 
 #: items of a numeric array turned into text at a time (a bounded number of Python objects)

@@ -261,15 +261,6 @@ def _per_block(value: Any, block: int) -> int | None:
         return None
 
 
-def qk_heads(header: GGUFHeader, gguf_name: str, hf_name: str | None = None) -> int | None:
-    """The head count to undo llama.cpp's q/k permutation of ``gguf_name`` with (shown as
-    ``hf_name``), or None when its rows are as the checkpoint holds them or cannot be put back
-    (:func:`qk_order` says which)."""
-    rows = next((t.shape[0] for t in header.tensors if t.name == gguf_name and t.shape), 0)
-    heads, _why = _qk(header, gguf_name, hf_name, rows)
-    return heads
-
-
 def _qk(header: GGUFHeader, gguf_name: str, hf_name: str | None, rows: int) -> tuple[int | None, str | None]:
     """(heads to un-permute with, None) or (None, why the rows are left in GGUF order) or
     (None, None) when the rows are known to be the checkpoint's."""
@@ -337,6 +328,5 @@ __all__ = [
     "QKPermutation",
     "hf_candidates",
     "hf_names",
-    "qk_heads",
     "qk_order",
 ]

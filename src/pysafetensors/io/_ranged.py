@@ -77,12 +77,7 @@ class RangedSource:
 
     def _fetch_parallel(self, requests: Sequence[tuple[int, memoryview]]) -> None:
         groups = self._split_large(coalesce(requests, self.coalesce_gap))
-        if not groups:
-            return
-        if len(groups) == 1 and len(groups[0]) == 1:
-            self._fetch(*groups[0][0])
-            return
-        if self.max_workers <= 1 or len(groups) == 1:
+        if self.max_workers <= 1 or len(groups) <= 1:
             for g in groups:
                 self._fetch_group(g)
             return

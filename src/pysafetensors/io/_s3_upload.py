@@ -79,9 +79,6 @@ class S3MultipartUpload:
         self._parts: list[dict[str, Any]] = []
         self._next = 1
 
-    def _call(self, method: str, **kwargs: Any) -> concurrent.futures.Future[Any]:
-        return asyncio.run_coroutine_threadsafe(self.fs._call_s3(method, **kwargs), self.fs.loop)
-
     def _call_tracked(self, method: str, **kwargs: Any) -> tuple[concurrent.futures.Future[Any], threading.Event]:
         """A call whose end (done, failed or cancelled) sets the returned event: cancelling the
         future only asks the loop to stop the request; the event says it has stopped."""
@@ -96,7 +93,7 @@ class S3MultipartUpload:
         return asyncio.run_coroutine_threadsafe(tracked(), self.fs.loop), ended
 
     def _sync(self, method: str, **kwargs: Any) -> Any:
-        return self._call(method, **kwargs).result()
+        return asyncio.run_coroutine_threadsafe(self.fs._call_s3(method, **kwargs), self.fs.loop).result()
 
     def write(self, data: memoryview) -> int:
         view = data.cast("B") if data.format != "B" or data.ndim != 1 else data

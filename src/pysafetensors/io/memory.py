@@ -103,11 +103,8 @@ def mem_available() -> int | None:
 
 
 def _number(text: str | None) -> int | None:
-    if text is None:
-        return None
-    text = text.strip()
     try:
-        return int(text)
+        return int(text) if text is not None else None  # int() takes the surrounding whitespace
     except ValueError:
         return None  # "max", or unreadable
 

@@ -2,7 +2,7 @@
 ``layers.31`` of an LLM), found once and shown folded by ``inspect`` and the viewer.
 
 A group's *numbered children* are its child groups labelled by a decimal number written the
-plain way (``0``, ``12``; not ``01``).  Two of them are the same block when they hold the same
+plain way (``0``, ``12``; not ``01``), of at most 18 digits (a longer run is a name, not a count).  Two of them are the same block when they hold the same
 tensors: the same names below them (after their own path), each with the same dtype and shape,
 which is what a model repeating one block gives.  Every set of two or more alike children is a
 :class:`RepeatedBlock` (``model.layers.[0–31] × 32``); a numbered child that is alike to no other
@@ -97,8 +97,11 @@ def index_ranges(indices: Sequence[int]) -> str:
     return ", ".join(out)
 
 
+#: the most digits a numbered child's label has (as tools.tree ranks numbers by value): a
+#: longer run is no layer count, and reading it as an ``int`` could pass Python's limit
+NUMBER_DIGITS = 18
 #: a label that writes a number the plain way (``"12"``; not ``"01"``, ``"x"``, ``"٣"``)
-_PLAIN_NUMBER = re.compile("0|[1-9][0-9]*")
+_PLAIN_NUMBER = re.compile(f"0|[1-9][0-9]{{0,{NUMBER_DIGITS - 1}}}")
 
 
 Signature = tuple[tuple[str, int], ...]
@@ -240,8 +243,9 @@ def find_blocks(groups: PrefixGroups, names: Sequence[str], dtypes: Sequence[str
         child_groups, children = subgroups[gid]
         texts = list(map(label.__getitem__, child_groups))
         # A stack of layers: all numbered, checked and read in C (ASCII digits, no leading zero
-        # but in "0" itself: what _PLAIN_NUMBER matches).
+        # but in "0" itself, not too long: what _PLAIN_NUMBER matches).
         if (all(map(str.isdecimal, texts)) and all(map(str.isascii, texts))
+                and max(map(len, texts)) <= NUMBER_DIGITS
                 and sum(map("0".__eq__, map(itemgetter(0), texts))) == texts.count("0")):
             numbered = list(zip(map(int, texts), child_groups))
         else:

@@ -171,23 +171,19 @@ _S = TypeVar("_S", bound=Summary)
 
 
 def _summary(cls: type[_S], ckpt: Checkpoint | GGUFCheckpoint, columns: TensorColumns, rows: list[TensorRow],
-             patterns: Sequence[str] | None, tree: bool, blocks: bool = True, groups: bool = True,
-             **fields: Any) -> _S:
+             patterns: Sequence[str] | None, tree: bool, blocks: bool = True, **fields: Any) -> _S:
     """``cls`` with what every format's summary holds (sizes, counts, per-dtype totals, the
     selected rows, their repeated blocks and tree) filled in from ``ckpt`` and the selected
     tensors' ``columns`` (``rows``: the same tensors as rows, or empty when the caller wants the
     columns only); ``fields`` give the rest.  ``blocks``: find the repeated blocks (else None).
-    ``groups``: keep the grouping a text tree is drawn from (``_groups``, siblings in natural
-    order); without it or ``tree`` the blocks are found on the cheaper grouping in name order."""
+    The grouping is in natural order only for ``tree``'s node objects; the blocks, and the text
+    tree (which sorts the siblings it shows), need no natural sort of every name."""
     found: list[RepeatedBlock] | None = None
     root = None
     grouped = None
     if blocks or tree:
-        if groups or tree:
-            grouping = prefix_groups(columns.name, columns.parameters, columns.nbytes)
-            grouped = (grouping, columns)
-        else:
-            grouping = name_order_groups(columns.name, columns.parameters, columns.nbytes)
+        grouping = (prefix_groups if tree else name_order_groups)(columns.name, columns.parameters, columns.nbytes)
+        grouped = (grouping, columns)
         found = reported(find_blocks(grouping, columns.name, columns.dtype, columns.shape)) if blocks else None
         if tree:
             root = tree_nodes(grouping, columns.name, columns.dtype, columns.shape, columns.parameters,
@@ -217,25 +213,22 @@ def _summary(cls: type[_S], ckpt: Checkpoint | GGUFCheckpoint, columns: TensorCo
 
 
 def summarize(
-    ckpt: AnyCheckpoint | str, patterns: Sequence[str] | None = None, tree: bool = False, *, rows: bool = True,
-    groups: bool = True,
+    ckpt: AnyCheckpoint | str, patterns: Sequence[str] | None = None, tree: bool = False, *, rows: bool = True
 ) -> Summary:
     """Everything ``inspect`` shows; counts cover the tensors ``patterns`` select.
 
     ``ckpt`` is an open :class:`Checkpoint` or :class:`GGUFCheckpoint` (left open), or anything
     :func:`open_checkpoint` takes (a GGUF file gives a :class:`GGUFSummary`).  ``rows=False``
     leaves ``tensors`` empty (no row object per tensor: what ``inspect`` does without
-    ``--tensors``); every other field is the same.  ``groups=False`` (with ``tree=False``) leaves
-    out the grouping a text tree is drawn from (``inspect`` without ``--tree``): the repeated
-    blocks are the same, found without sorting the names naturally.
+    ``--tensors``); every other field is the same.
     """
     if isinstance(ckpt, (str, os.PathLike)):
         with open_checkpoint(ckpt, gguf=True) as opened:
-            return summarize(opened, patterns, tree, rows=rows, groups=groups)
+            return summarize(opened, patterns, tree, rows=rows)
     if ckpt.format == "gguf":
-        return summarize_gguf(ckpt, patterns, tree, groups)
+        return summarize_gguf(ckpt, patterns, tree)
     columns = tensor_columns(ckpt, patterns)
-    return _summarize(ckpt, columns, columns.rows() if rows else [], patterns, tree, groups=groups)
+    return _summarize(ckpt, columns, columns.rows() if rows else [], patterns, tree)
 
 
 def summarize_columns(ckpt: Checkpoint, patterns: Sequence[str] | None = None) -> tuple[Summary, TensorColumns]:
@@ -249,10 +242,10 @@ def summarize_columns(ckpt: Checkpoint, patterns: Sequence[str] | None = None) -
 
 
 def _summarize(ckpt: Checkpoint, columns: TensorColumns, rows: list[TensorRow], patterns: Sequence[str] | None,
-               tree: bool, blocks: bool = True, groups: bool = True) -> Summary:
+               tree: bool, blocks: bool = True) -> Summary:
     metadata = ckpt.metadata
     return _summary(
-        Summary, ckpt, columns, rows, patterns, tree, blocks, groups,
+        Summary, ckpt, columns, rows, patterns, tree, blocks,
         metadata=metadata,
         modelspec=modelspec(metadata),
         files=ckpt.file_names if ckpt.sharded else None,
@@ -261,8 +254,7 @@ def _summarize(ckpt: Checkpoint, columns: TensorColumns, rows: list[TensorRow], 
     )
 
 
-def summarize_gguf(ckpt: GGUFCheckpoint, patterns: Sequence[str] | None = None, tree: bool = False,
-                   groups: bool = True) -> GGUFSummary:
+def summarize_gguf(ckpt: GGUFCheckpoint, patterns: Sequence[str] | None = None, tree: bool = False) -> GGUFSummary:
     """:func:`summarize` of a GGUF file."""
     rows: list[TensorRow] = [
         GGUFTensorRow(t.name, t.type, list(t.shape), [t.begin, t.end], t.nbytes, t.nelements, None, list(t.dims))
@@ -282,7 +274,7 @@ def summarize_gguf(ckpt: GGUFCheckpoint, patterns: Sequence[str] | None = None, 
         else:
             entries[key] = GGUFMetadataEntry(f.type_name, f.value)
     return _summary(
-        GGUFSummary, ckpt, columns, rows, patterns, tree, groups=groups,
+        GGUFSummary, ckpt, columns, rows, patterns, tree,
         metadata=None,
         modelspec={},
         gguf_version=header.version,

@@ -14,7 +14,9 @@ Siblings come in natural order (:func:`natural_order`): ``layers.2`` before ``la
 :func:`prefix_groups` does the grouping and the totals, in one pass over the names in natural
 order, and gives the compact form the viewer sends as it is (nested lists, a tensor as its row
 number); :func:`build_tree` turns that into :class:`TreeNode` objects for ``inspect --tree``.
-One grouping, so the page and the CLI cannot disagree.
+One grouping, so the page and the CLI cannot disagree.  :func:`name_order_groups` is the same
+grouping with siblings in the names' own order, for what does not show the tree (``inspect``'s
+repeated blocks): it skips the natural sort.
 """
 
 from __future__ import annotations
@@ -166,9 +168,9 @@ class PrefixGroups:
     names in natural order: a tensor as its position in the names given (``>= 0``), group ``g`` as
     ``-1 - g``.  The per-group lists are indexed by group number, group 0 being the root:
     ``label`` (the path part after the parent's), the subtree's ``parameters``, ``tensors`` and
-    ``nbytes``, ``end``, the position in ``nodes`` just past the group's subtree (a
-    collapsed group is skipped by jumping there), ``parent`` and ``start``; per tensor, ``leaf``.  Plain lists of strings and integers: the
-    viewer sends them as they are.
+    ``nbytes``, ``end``, the position in ``nodes`` just past the group's subtree (a collapsed
+    group is skipped by jumping there), ``parent`` and ``start``; per tensor, ``leaf``.  Plain
+    lists of strings and integers: the viewer sends the ones it draws as they are.
     """
 
     nodes: list[int]
