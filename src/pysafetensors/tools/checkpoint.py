@@ -225,10 +225,6 @@ class Checkpoint:
         """(file, absolute start, length) of each file's data region, in order."""
         return [(f, N_LEN + f.header.header_size, f.header.data_size) for f in self.files]
 
-    def tensors_in(self, i: int) -> list[TensorInfo]:
-        """The tensors of ``files[i]`` that belong to the checkpoint, in file order."""
-        return self.file.part_tensors(i)
-
     def shard_metadata(self) -> list[ShardMetadata] | None:
         """Shard headers' ``__metadata__``, grouped by equal value (None for a single file)."""
         if not self.sharded:

@@ -510,7 +510,7 @@ class _Stream:
         infos: dict[str, TensorInfo] = {}
         file_of: dict[str, int] = {}
         for i in range(len(ckpt.files)):
-            for t in ckpt.tensors_in(i):
+            for t in ckpt.file.part_tensors(i):
                 infos[t.name] = t
                 file_of[t.name] = i
         return cls(ckpt, list(infos), infos=infos, file_of=file_of)

@@ -144,7 +144,7 @@ def _hash_pass(ckpt: Checkpoint, content: bool, per_tensor: bool, bar: Any) -> t
     whole = hashlib.sha256() if content else None
     hashers: dict[str, Any] = {}
     for i, (f, start, length) in enumerate(ckpt.data_regions()):
-        owned = ckpt.tensors_in(i) if per_tensor else []  # in file order: by begin offset
+        owned = ckpt.file.part_tensors(i) if per_tensor else []  # in file order: by begin offset
         for t in owned:
             hashers[t.name] = hashlib.sha256()
         # read_data: a failure names the tensor it hit
