@@ -34,6 +34,7 @@ import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
+from functools import cached_property
 from typing import Any, ClassVar, Literal, Protocol, overload, runtime_checkable
 
 from ..errors import GGUFUnsupported, InvalidIndex, SafetensorError, SourceError, TensorNotFound
@@ -149,8 +150,9 @@ class Checkpoint:
         """The metadata rule: the file's, or the index's."""
         return self.file.metadata
 
-    @property
+    @cached_property
     def files(self) -> list[SafeFile]:
+        """The files behind it (``file.parts()``: they stay open until ``close``)."""
         return self.file.parts()
 
     @property
@@ -188,10 +190,12 @@ class Checkpoint:
     def _file(self, name: str) -> SafeFile:
         if name not in self.file:
             raise missing(self.path, name)
-        return self.file.file_of(name)
+        return self.files[self.file.part_of(name)]
 
     def info(self, name: str) -> TensorInfo:
-        return self._file(name).info(name)
+        if name not in self.file:
+            raise missing(self.path, name)
+        return self.file.info(name)
 
     def file_of(self, name: str) -> str:
         if name not in self.file:
@@ -325,7 +329,7 @@ def stream_tensors(ckpt: AnyCheckpoint, names: Sequence[str], heads: Mapping[str
         piece = lambda t, b: g.decoded(t.name, heads.get(t.name), b)
     else:
         infos = [ckpt.info(n) for n in names]
-        files = {n: ckpt.file.file_of(n) for n in names}
+        files = {n: ckpt.files[ckpt.file.part_of(n)] for n in names}
         keys = [None if capabilities(files[n].source).view else files[n] for n in names]
         safe = ckpt
         alone = lambda t: safe.data(t.name)
