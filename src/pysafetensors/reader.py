@@ -202,6 +202,10 @@ def read_header(source: ByteSource) -> Header:
     return parse_header(read_header_bytes(source), source.size)
 
 
+def _not_found(name: object) -> TensorNotFound:
+    return TensorNotFound(f"File does not contain tensor {name}", tensor=name)
+
+
 class SafeFile:
     """An open safetensors file.  Thread-safe for reads; ``close`` is idempotent.
 
@@ -251,19 +255,28 @@ class SafeFile:
         return isinstance(name, str) and name in self.header.index
 
     def info(self, name: str) -> TensorInfo:
-        self.check_open()
-        return self.entry(name)
+        # Every get_slice asks: check_open and entry inlined (each call layer costs about as
+        # much as the lookup itself).
+        if self._closed:
+            raise FileClosed("File is closed")
+        try:
+            return self.header.lookup(name)
+        except (KeyError, TypeError):
+            raise _not_found(name) from None
 
     def entry(self, name: str) -> TensorInfo:
         """The header entry of ``name``, open or closed (the header outlives the source)."""
-        return self.header.entry(self._position(name))
+        try:
+            return self.header.lookup(name)
+        except (KeyError, TypeError):
+            raise _not_found(name) from None
 
     def _position(self, name: str) -> int:
         """Where ``name`` is in file order (TensorNotFound when the header has no such tensor)."""
         try:
             return self.header.index[name]
         except (KeyError, TypeError):
-            raise TensorNotFound(f"File does not contain tensor {name}", tensor=name) from None
+            raise _not_found(name) from None
 
     def check_open(self) -> None:
         if self._closed:
