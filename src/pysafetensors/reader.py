@@ -12,6 +12,7 @@ import operator
 import os
 import threading
 from collections.abc import Callable, Iterator
+from functools import cached_property
 from typing import Any, NamedTuple, Protocol, cast, runtime_checkable
 
 from .errors import (
@@ -202,6 +203,10 @@ def read_header(source: ByteSource) -> Header:
     return parse_header(read_header_bytes(source), source.size)
 
 
+def _not_found(name: object) -> TensorNotFound:
+    return TensorNotFound(f"File does not contain tensor {name}", tensor=name)
+
+
 class SafeFile:
     """An open safetensors file.  Thread-safe for reads; ``close`` is idempotent.
 
@@ -217,16 +222,33 @@ class SafeFile:
         except BaseException:
             source.close()
             raise
-        # What the source can do, asked once here rather than on every read.
-        caps = capabilities(source)
-        self._views = cast(ViewSource, source) if caps.view else None
-        self._writable_views = self._views is not None and not self._views.readonly
-        self._advisor = cast(Advisable, source) if caps.advice and _WILLNEED is not None else None
-        self._residency = cast(ResidencyAware, source) if caps.residency else None
-        self._ranged = cast(RangedReadable, source) if caps.ranged else None
         self._closed = False
         self._lock = threading.Lock()
         self._data_start = self.header.data_start  # asked for on every read
+
+    # What the source can do, asked on the first read rather than on every one, and not at
+    # open: a process's first check of a source class costs more than a small header's parse,
+    # and opening for keys() and metadata() needs none.  Each is a plain attribute after that.
+    @cached_property
+    def _views(self) -> ViewSource | None:
+        return cast(ViewSource, self.source) if capabilities(self.source).view else None
+
+    @cached_property
+    def _writable_views(self) -> bool:
+        return self._views is not None and not self._views.readonly
+
+    @cached_property
+    def _advisor(self) -> Advisable | None:
+        advice = capabilities(self.source).advice and _WILLNEED is not None
+        return cast(Advisable, self.source) if advice else None
+
+    @cached_property
+    def _residency(self) -> ResidencyAware | None:
+        return cast(ResidencyAware, self.source) if capabilities(self.source).residency else None
+
+    @cached_property
+    def _ranged(self) -> RangedReadable | None:
+        return cast(RangedReadable, self.source) if capabilities(self.source).ranged else None
 
     # --- header facts -----------------------------------------------------------------
     @property
@@ -251,19 +273,28 @@ class SafeFile:
         return isinstance(name, str) and name in self.header.index
 
     def info(self, name: str) -> TensorInfo:
-        self.check_open()
-        return self.entry(name)
+        # Every get_slice asks: check_open and entry inlined (each call layer costs about as
+        # much as the lookup itself).
+        if self._closed:
+            raise FileClosed("File is closed")
+        try:
+            return self.header.lookup(name)
+        except (KeyError, TypeError):
+            raise _not_found(name) from None
 
     def entry(self, name: str) -> TensorInfo:
         """The header entry of ``name``, open or closed (the header outlives the source)."""
-        return self.header.entry(self._position(name))
+        try:
+            return self.header.lookup(name)
+        except (KeyError, TypeError):
+            raise _not_found(name) from None
 
     def _position(self, name: str) -> int:
         """Where ``name`` is in file order (TensorNotFound when the header has no such tensor)."""
         try:
             return self.header.index[name]
         except (KeyError, TypeError):
-            raise TensorNotFound(f"File does not contain tensor {name}", tensor=name) from None
+            raise _not_found(name) from None
 
     def check_open(self) -> None:
         if self._closed:

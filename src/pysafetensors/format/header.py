@@ -129,8 +129,15 @@ class Header:
 
     def entry(self, i: int) -> TensorInfo:
         """The entry of the ``i``-th tensor in file order, built now."""
+        return self.lookup(self.names[i])
+
+    def lookup(self, name: str) -> TensorInfo:
+        """The entry of tensor ``name``, built now (KeyError when there is none).  One call
+        for the lookup every ``get_slice`` makes."""
+        index = self._index
+        i = (index if index is not None else self.index)[name]
         offsets = self.offsets
-        return tuple.__new__(TensorInfo, (self.names[i], self.dtypes[i], self.shapes[i], offsets[i], offsets[i + 1]))
+        return tuple.__new__(TensorInfo, (name, self.dtypes[i], self.shapes[i], offsets[i], offsets[i + 1]))
 
     @property
     def tensors(self) -> tuple[TensorInfo, ...]:
