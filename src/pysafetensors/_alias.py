@@ -183,10 +183,11 @@ def _finder() -> AliasFinder | None:
     return next((f for f in sys.meta_path if isinstance(f, AliasFinder)), None)
 
 
-def _real_modules() -> list[str]:
+def _loaded(ours: bool) -> list[str]:
+    """The ``safetensors`` modules imported in this process: ours (the alias's), or the real ones."""
     return sorted(
         name for name, module in list(sys.modules.items())
-        if (name == NAME or name.startswith(NAME + ".")) and module is not None and not _is_ours(module)
+        if (name == NAME or name.startswith(NAME + ".")) and module is not None and _is_ours(module) == ours
     )
 
 
@@ -203,7 +204,7 @@ def install_as_safetensors() -> None:
     with _lock:
         if _finder() is not None:
             return
-        real = _real_modules()
+        real = _loaded(ours=False)
         if real:
             where = getattr(sys.modules[real[0]], "__file__", None) or "?"
             raise AliasConflict(
@@ -223,9 +224,8 @@ def uninstall_as_safetensors() -> None:
     """
     with _lock:
         sys.meta_path[:] = [f for f in sys.meta_path if not isinstance(f, AliasFinder)]
-        for name, module in list(sys.modules.items()):
-            if (name == NAME or name.startswith(NAME + ".")) and module is not None and _is_ours(module):
-                del sys.modules[name]
+        for name in _loaded(ours=True):
+            del sys.modules[name]
 
 
 def is_installed() -> bool:

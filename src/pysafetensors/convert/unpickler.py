@@ -121,11 +121,11 @@ class RestrictedUnpickler(_PyUnpickler):  # type: ignore[misc]  # a subclass of 
         persistent_load: Callable[[Any], Any] | None = None,
         refused: Mapping[tuple[str, str], Callable[[str, int], SafetensorError]] | None = None,
         where: str = "pickle",
-        budget: Budget | None = None,
+        budget: Budget,
     ) -> None:
         self._reader = _BoundedReader(file, limit)
         super().__init__(self._reader, encoding="ASCII", fix_imports=True)
-        self._budget = budget if budget is not None else Budget(where, limit)
+        self._budget = budget
         self._allowlist = allowlist
         self._refused = refused or {}
         self._persistent = persistent_load
@@ -134,10 +134,6 @@ class RestrictedUnpickler(_PyUnpickler):  # type: ignore[misc]  # a subclass of 
         self._op = "?"
 
     # --- position tracking ------------------------------------------------------------------
-    def position(self) -> int:
-        """Byte position (in the underlying file) of the opcode being executed."""
-        return self._op_pos
-
     def _tell(self) -> int:
         pos = self._reader.tell()
         frame = getattr(self, "_unframer", None)
@@ -360,20 +356,15 @@ def restricted_load(
     allowlist: Mapping[tuple[str, str], Any],
     persistent_load: Callable[[Any], Any] | None = None,
     refused: Mapping[tuple[str, str], Callable[[str, int], SafetensorError]] | None = None,
-    limit: int | None = None,
     where: str = "pickle",
-    budget: Budget | None = None,
+    budget: Budget,
 ) -> Any:
-    """Unpickle one object from bytes or a file (read from its current position).
-
-    ``budget`` is the source's (shared by every pickle of one file); without one, the pickle
-    gets its own, sized by ``limit``.
-    """
+    """Unpickle one object from bytes or a file (read from its current position to its end, at
+    most), charging ``budget``: the source's, shared by every pickle of one file."""
     file: BinaryIO = io.BytesIO(data) if isinstance(data, (bytes, bytearray, memoryview)) else data
-    if limit is None:
-        here = file.tell()
-        limit = file.seek(0, io.SEEK_END) - here
-        file.seek(here)
+    here = file.tell()
+    limit = file.seek(0, io.SEEK_END) - here
+    file.seek(here)
     unpickler = RestrictedUnpickler(
         file, limit=limit, allowlist=allowlist, persistent_load=persistent_load,
         refused=refused, where=where, budget=budget,

@@ -95,9 +95,9 @@ def gguf_metadata(header: GGUFHeader) -> dict[str, str]:
     return meta
 
 
-def output_code(type_name: str, dtype: str, tensor: str, values: DType | None = None) -> str:
+def output_code(type_name: str, dtype: str, tensor: str, values: DType) -> str:
     """The safetensors dtype code a GGML type converts to under ``--dtype`` (``values``: the
-    dtype of the values written, when a layout change made it other than the type's own)."""
+    dtype of the values written, which a layout change may make other than the type's own)."""
     upper = type_name.upper()
     if dtype == "keep":
         if upper not in PLAIN_TYPES:
@@ -107,7 +107,7 @@ def output_code(type_name: str, dtype: str, tensor: str, values: DType | None = 
                 tensor=tensor,
                 ggml_type=type_name,
             )
-        return values.code if values is not None else PLAIN_TYPES[upper]
+        return values.code
     if upper in PLAIN_TYPES and upper.startswith("I"):
         return upper  # integer tensors (token ids, positions) are not floats to cast
     return dtype.upper()  # f32, f16, bf16: the dtype codes F32, F16, BF16

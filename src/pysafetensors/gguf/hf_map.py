@@ -193,14 +193,8 @@ class _Planner:
             if heads is None:
                 self.keep(out, info, name, why)
                 return
-        elif op in ("bloom_qkv", "falcon_qkv"):
-            found = self.qkv_params(op, block, shape)
-            if isinstance(found, str):
-                self.keep(out, info, name, found)
-                return
-            params = found
-        elif SSM_ORDERS.keys() & set(op_parts(op)):
-            found = self.ssm_params(op, block, shape)
+        elif (fused := op in ("bloom_qkv", "falcon_qkv")) or SSM_ORDERS.keys() & set(op_parts(op)):
+            found = self.qkv_params(op, block, shape) if fused else self.ssm_params(op, block, shape)
             if isinstance(found, str):
                 self.keep(out, info, name, found)
                 return

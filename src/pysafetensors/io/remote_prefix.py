@@ -1,6 +1,6 @@
 """A URL prefix (an S3 prefix, a ``memory://`` directory) as a directory: the target of a
 sharded save (:class:`RemotePrefix`, :class:`RemoteStage`), a checkpoint to read
-(:func:`list_directory`), and the place to clean up after killed writers
+(:meth:`RemotePrefix.names`), and the place to clean up after killed writers
 (:func:`remove_stale_uploads`, :func:`pending_uploads`).
 
 Single files are written by :mod:`pysafetensors.io.remote_sinks`.
@@ -167,15 +167,6 @@ def _is_index(name: str) -> bool:
     return name.endswith(".json")
 
 
-def list_directory(url: str, storage_options: Mapping[str, Any] | None = None) -> list[str] | None:
-    """The names under ``url`` when it names a directory of an fsspec store (a trailing ``/``,
-    or a prefix with objects under it); None when it names a file."""
-    prefix = RemotePrefix(url, storage_options)
-    if not url.split("?", 1)[0].endswith("/") and not prefix.is_directory():
-        return None
-    return prefix.names()
-
-
 # --- what a killed writer leaves --------------------------------------------------------
 
 _TEMP = re.compile(r"\..+\.[0-9a-f]{8}\.[0-9]+\.[0-9a-f]{12}\.tmp")
@@ -294,4 +285,4 @@ def _abort_uploads(prefix: RemotePrefix, cutoff: datetime) -> list[str]:
     return removed
 
 
-__all__ = ["RemotePrefix", "RemoteStage", "list_directory", "pending_uploads", "remove_stale_uploads"]
+__all__ = ["RemotePrefix", "RemoteStage", "pending_uploads", "remove_stale_uploads"]

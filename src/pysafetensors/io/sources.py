@@ -209,9 +209,7 @@ class MmapSource:
         4 KiB page.  At most half the available memory is hinted, so a file larger than
         memory does not evict its own first pages.
         """
-        if self._map is None or length <= 0:
-            return
-        if _WILLNEED is None:
+        if self._map is None or length <= 0 or _WILLNEED is None:
             return
         free = _free_bytes()
         if free is None:  # cannot tell how much would fit: one hint, which the kernel caps

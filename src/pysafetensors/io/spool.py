@@ -46,8 +46,7 @@ def default_max_input_size(directory: str | None = None) -> int:
     return max(0, min(DEFAULT_MAX_INPUT_SIZE, free - SPOOL_RESERVE))
 
 
-def too_short(path: str, mode: int, got: int, need: int, wanted: str = "safetensors or GGUF file to read"
-              ) -> SourceError:
+def too_short(path: str, mode: int, got: int, need: int, wanted: str) -> SourceError:
     """The error for a stream that ended before its first ``need`` bytes: it names what the
     input is (a FIFO, a character device...), not "a file of 0 bytes": an empty FIFO is one no
     program wrote to, ``/dev/null`` a device, and neither is a truncated file.  Its ``code`` is
