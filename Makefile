@@ -52,9 +52,10 @@ demo: $(DEMO_STAMP)
 
 # Every test, every framework: PYSAFETENSORS_REQUIRE_ALL=1 makes a skip for a missing dependency a
 # failure (tests/conftest.py), so CI cannot pass with a framework or tool quietly absent.  A venv
-# with fewer extras runs plain `pytest`: those tests skip, naming the extra to install.
+# with fewer extras runs plain `pytest`: those tests skip, naming the extra to install.  The
+# report ends with every test over 5 s, the line the `slow` marker is drawn at.
 test: $(STAMP) $(LLAMA_CPP)
-	PYSAFETENSORS_REQUIRE_ALL=1 $(BIN)/python -m pytest
+	PYSAFETENSORS_REQUIRE_ALL=1 $(BIN)/python -m pytest --durations=0 --durations-min=5
 
 # The quick loop while editing: every test but those marked `slow` (over 5 s each).
 test-fast: $(STAMP) $(LLAMA_CPP)
