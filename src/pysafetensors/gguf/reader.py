@@ -230,7 +230,7 @@ class DecodedBytes:
 
     With ``heads`` (permuted q/k weights and biases), the values are those of the Hugging Face
     layout: llama.cpp's converter regrouped the rows of each attention head, and a slice decodes
-    the whole heads it touches and undoes that regrouping (:func:`..names.unpermute_qk`).
+    the whole heads it touches and undoes that regrouping (the reshape in :meth:`__getitem__`).
     ``unit`` is the number of elements a slice is widened to (a row, or a head's rows): slices
     that start and stop on it decode nothing twice.
     """
