@@ -13,11 +13,10 @@ from __future__ import annotations
 
 import math
 import os
-import secrets
 import threading
 import warnings
 from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .errors import (
     CheckpointMismatch,
@@ -43,7 +42,6 @@ from .format.index import (
     shard_names,
     without_checkpoint_id,
 )
-from .format.layout import checked_name, unique_by_name
 from .format.slicing import SlicePlan
 from .io.locate import (
     backend_chooser,
@@ -55,9 +53,11 @@ from .io.locate import (
 from .io.memory import mem_available
 from .io.protocols import capabilities
 from .io.registry import open_source, sibling_url, url_scheme
-from .io.targets import StorageOptions, is_url_target, open_directory, open_sink
 from .reader import RawTensor, RegionRead, SafeFile, check_threads, default_threads
-from .writer import WriteItem, write_file
+
+if TYPE_CHECKING:
+    from .io.targets import StorageOptions
+    from .writer import WriteItem
 
 # --- reading ------------------------------------------------------------------------------
 
@@ -556,6 +556,13 @@ def write_sharded(
     its names differ, still reads; otherwise the prefix is refused as a checkpoint), and, on
     S3, the pending upload of the shard it was writing (``remove_stale_uploads``).
     """
+    # The write side is imported here, on first save: opening a checkpoint never needs it.
+    import secrets
+
+    from .format.layout import checked_name, unique_by_name
+    from .io.targets import is_url_target, open_directory, open_sink
+    from .writer import write_file
+
     if metadata is not None and "total_size" in metadata:
         raise SerializeError("metadata key 'total_size' is reserved for the index (sum of tensor bytes)")
     if metadata is not None and CHECKPOINT_ID_KEY in metadata:
