@@ -1,7 +1,7 @@
 """Sharded checkpoints: read an index (or a directory) as one logical file; write shards + index.
 
-Reading: ``open_file`` accepts everything ``safe_open`` does.  A ``*.index.json`` (local, URL
-or fsspec) or a local directory holding one becomes a :class:`ShardedFile`: names and
+Reading: ``handle.open_file`` hands a ``*.index.json`` (local, URL or fsspec), or a local
+directory holding one, to :func:`open_index`, which makes a :class:`ShardedFile`: names and
 metadata come from the index, and each shard is opened only when one of its tensors is asked
 for, and checked against the index then (``format.index.check_shard``).  Writing:
 :func:`write_sharded` plans shards greedily in key order (huggingface_hub's rule), stages every
@@ -48,7 +48,6 @@ from .io.locate import (
     find_in_directory,
     is_index_name,
     pick_checkpoint_file,
-    resolve_location,
 )
 from .io.memory import mem_available
 from .io.protocols import capabilities
@@ -497,19 +496,6 @@ def open_index(
     return ShardedFile(index, open_shard, name, shard_location, remote=remote)
 
 
-def open_file(
-    obj: Any, backend: str | None = None, storage_options: Mapping[str, Any] | None = None
-) -> SafeFile | ShardedFile:
-    """A SafeFile, or a ShardedFile for an index file or a checkpoint directory (a local one, or
-    an fsspec URL prefix such as ``s3://bucket/ckpt/``: its index, or its only file)."""
-    path = os.fspath(obj) if isinstance(obj, os.PathLike) else obj
-    if isinstance(path, str):
-        path = resolve_location(path, storage_options)
-    if is_index_name(path):
-        return open_index(path, backend, storage_options)
-    return SafeFile(open_source(path, backend, storage_options))
-
-
 # --- writing ------------------------------------------------------------------------------
 
 
@@ -635,7 +621,6 @@ __all__ = [
     "ShardedFile",
     "find_in_directory",
     "is_index_name",
-    "open_file",
     "open_index",
     "pick_checkpoint_file",
     "write_sharded",
