@@ -165,6 +165,7 @@ def test_signed_and_credential_urls_never_printed(evil: tuple[Path, Path]) -> No
             assert SECRET not in r.out + r.err and PASSWORD not in r.out + r.err, r
 
 
+@pytest.mark.slow
 def test_timeout_option_bounds_a_silent_server(tmp_path: Path) -> None:
     """A server that accepts the connection and never answers: --timeout makes it an error."""
     import threading

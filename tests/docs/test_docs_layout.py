@@ -59,6 +59,7 @@ def served(site: Path) -> Iterator[str]:
         server.server_close()
 
 
+@pytest.mark.slow
 def test_code_never_runs_off_the_page_at_1400px(site: Path, served: str) -> None:
     assert os.access(CHROMIUM, os.X_OK), f"{CHROMIUM} is missing (apt-get install -y chromium)"
     from playwright.sync_api import sync_playwright

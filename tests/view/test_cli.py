@@ -258,7 +258,8 @@ def not_json(d: Path) -> Path:
 @pytest.mark.parametrize("make,words", [
     (lambda d: d / "missing.safetensors", "No such file"),
     (not_json, "header"),
-    (lambda d: "http://127.0.0.1:9/model.safetensors", "127.0.0.1:9"),
+    # A refused connection is retried with backoff before the command gives up: over 5 s.
+    pytest.param(lambda d: "http://127.0.0.1:9/model.safetensors", "127.0.0.1:9", marks=pytest.mark.slow),
     (lambda d: d, "safetensors"),  # a directory without a checkpoint
 ])
 def test_bad_inputs_exit_2_before_serving(tmp_path: Path, make: Any, words: str, minilm: Path) -> None:

@@ -57,6 +57,7 @@ def test_a_signal_while_the_inputs_open_stops_it_even_when_inherited_ignored(min
         assert code == 130 and "interrupted" in err and "Traceback" not in err, (code, err)
 
 
+@pytest.mark.slow
 def test_sigterm_ends_it_when_its_exit_hangs(minilm: Path, tmp_path: Path) -> None:
     """After a clean stop ("stopped"), the interpreter waits for its non-daemon threads before it
     exits; one that never ends (a read stuck in a library's worker thread) held the viewer open.
@@ -86,6 +87,7 @@ def test_sigterm_ends_it_when_its_exit_hangs(minilm: Path, tmp_path: Path) -> No
     assert "stopped" in err and "still running" in err and "after SIGTERM" in err, err
 
 
+@pytest.mark.slow
 def test_sigint_alone_leaves_a_hanging_exit_to_the_user(minilm: Path, tmp_path: Path) -> None:
     """Ctrl-C stops the server cleanly and starts no countdown: a second Ctrl-C (or SIGTERM) is
     the user's to send.  The countdown is SIGTERM's alone."""
