@@ -28,6 +28,7 @@ from .errors import (
     UnmappedTensorWarning,
 )
 from .format._gcpause import paused_gc
+from .format.dtypes import DType
 from .format.header import HEADER_CAP, TensorInfo
 from .format.index import (
     CHECKPOINT_ID_KEY,
@@ -305,6 +306,23 @@ class ShardedFile:
         else:
             self._check_mapped(name, shard)
         return f.entry(name)
+
+    def describe(self, name: str) -> tuple[DType, tuple[int, ...]]:
+        """``name``'s dtype and shape (``info`` without building the entry): what every
+        ``get_slice`` asks, so the checks ``info`` makes are inlined here."""
+        if self._closed:
+            raise FileClosed("File is closed")
+        shard = self.index.weight_map.get(name) if isinstance(name, str) else None
+        if shard is None:
+            raise TensorNotFound(f"File does not contain tensor {name}", tensor=name)
+        f = self._shards.get(shard) or self._recent.get(shard) or self._evicted.get(shard)
+        if f is None:
+            f = self.file_of(name)
+        elif name in self._checks[shard].missing:
+            self._check_mapped(name, shard)
+        header = f.header
+        i = header.index[name]  # there: the shard's check found every name the index maps to it
+        return header.dtypes[i], header.shapes[i]
 
     def raw(self, name: str) -> RawTensor:
         raw: RawTensor = self._single(name, lambda f: f.raw(name))
