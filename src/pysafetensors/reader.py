@@ -289,7 +289,9 @@ class SafeFile:
             raise FileClosed("File is closed")
         header = self.header
         try:
-            i = header.index[name]
+            # The built index straight, else the property that builds it (a property call
+            # costs several times the dict lookup).
+            i = (header._index or header.index)[name]
         except (KeyError, TypeError):
             raise _not_found(name) from None
         return header.dtypes[i], header.shapes[i]

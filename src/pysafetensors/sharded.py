@@ -321,7 +321,7 @@ class ShardedFile:
         elif name in self._checks[shard].missing:
             self._check_mapped(name, shard)
         header = f.header
-        i = header.index[name]  # there: the shard's check found every name the index maps to it
+        i = (header._index or header.index)[name]  # there: the shard's check found every name the index maps to it
         return header.dtypes[i], header.shapes[i]
 
     def raw(self, name: str) -> RawTensor:
