@@ -101,6 +101,10 @@ class ShardedFile:
         # Shards closed to keep OPEN_SHARDS: their parsed headers still answer ``info``.
         self._evicted: dict[str, SafeFile] = {}
         self._checks: dict[str, ShardCheck] = {}
+        # Every shard opened so far that holds all the tensors the index maps to it:
+        # ``describe`` (every get_slice) answers from its header with one lookup, whether the
+        # shard is still open or not.
+        self._complete: dict[str, SafeFile] = {}
         self._lock = threading.Lock()
         self._closed = False
 
@@ -184,8 +188,10 @@ class ShardedFile:
                     )
             with self._lock:
                 self.check_open()
-                self._checks.setdefault(shard, check)
+                check = self._checks.setdefault(shard, check)
                 kept = self._shards.get(shard) or self._recent.get(shard)
+                if not check.missing:
+                    self._complete.setdefault(shard, kept or f)
                 if kept is None:
                     if recent:
                         self._recent[shard] = f
@@ -315,11 +321,13 @@ class ShardedFile:
         shard = self.index.weight_map.get(name) if isinstance(name, str) else None
         if shard is None:
             raise TensorNotFound(f"File does not contain tensor {name}", tensor=name)
-        f = self._shards.get(shard) or self._recent.get(shard) or self._evicted.get(shard)
+        f = self._complete.get(shard)
         if f is None:
-            f = self.file_of(name)
-        elif name in self._checks[shard].missing:
-            self._check_mapped(name, shard)
+            f = self._shards.get(shard) or self._recent.get(shard) or self._evicted.get(shard)
+            if f is None:
+                f = self.file_of(name)
+            else:
+                self._check_mapped(name, shard)
         header = f.header
         i = (header._index or header.index)[name]  # there: the shard's check found every name the index maps to it
         return header.dtypes[i], header.shapes[i]
@@ -440,6 +448,7 @@ class ShardedFile:
             self._closed = True
             shards = [*self._shards.values(), *self._recent.values()]
             self._shards, self._recent, self._evicted, self._checks = {}, {}, {}, {}
+            self._complete = {}
         for f in shards:
             f.close()
 
