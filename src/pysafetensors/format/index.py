@@ -223,9 +223,16 @@ def check_shard(
     present = list(tensor_names)
     present_set = set(present)
     weight_map = index.weight_map
-    missing = tuple(n for n in index.tensors_in(shard) if n not in present_set)
-    unmapped = tuple(n for n in present if n not in weight_map)
-    elsewhere = tuple(n for n in present if n in weight_map and weight_map[n] != shard)
+    mapped = index._by_shard.get(shard, ())
+    missing = tuple(n for n in mapped if n not in present_set)
+    unmapped: tuple[str, ...]
+    elsewhere: tuple[str, ...]
+    if not missing and len(present_set) == len(mapped) == len(present):
+        # The shard holds exactly the tensors mapped to it: none is unmapped or elsewhere.
+        unmapped = elsewhere = ()
+    else:
+        unmapped = tuple(n for n in present if n not in weight_map)
+        elsewhere = tuple(n for n in present if n in weight_map and weight_map[n] != shard)
     shard_id = (shard_metadata or {}).get(CHECKPOINT_ID_KEY)
     return ShardCheck(shard, missing, unmapped, elsewhere, index.checkpoint_id, shard_id)
 
