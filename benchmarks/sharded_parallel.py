@@ -73,7 +73,7 @@ def worker(mode: str, location: str, backend: str | None) -> dict[str, Any]:
     import pysafetensors
     from pysafetensors import safe_open
     from pysafetensors._adapters.numpy import to_numpy
-    from pysafetensors.sharded import open_file
+    from pysafetensors.handle import open_file
 
     assert pysafetensors.__file__ and pysafetensors.__file__.startswith(SRC)
 

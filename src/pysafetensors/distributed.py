@@ -24,8 +24,9 @@ from ._adapters import load_adapter
 from ._device import parse_device
 from ._optional import require
 from .format.header import TensorInfo
+from .handle import open_file
 from .reader import RawTensor, SafeFile
-from .sharded import ShardedFile, open_file
+from .sharded import ShardedFile
 
 Split = Mapping[str, int] | Callable[[str, tuple[int, ...]], "int | None"]
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Mapping
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
@@ -12,14 +13,33 @@ from ._device import parse_device
 from .errors import BYTES_PREFIX, HeaderError
 from .format._gcpause import paused_gc
 from .format.slicing import is_full_index
+from .io.locate import is_index_name, resolve_location
+from .io.registry import open_source
 from .io.sources import MemorySource
 from .reader import SafeFile, TensorFile, check_threads
-from .sharded import open_file
 
 if TYPE_CHECKING:
     from typing_extensions import Self
 
     from .format.header import TensorInfo
+    from .sharded import ShardedFile
+
+
+def open_file(
+    obj: Any, backend: str | None = None, storage_options: Mapping[str, Any] | None = None
+) -> SafeFile | ShardedFile:
+    """A SafeFile, or a ShardedFile for an index file or a checkpoint directory (a local one, or
+    an fsspec URL prefix such as ``s3://bucket/ckpt/``: its index, or its only file).
+
+    The sharded reader is imported only when a sharded checkpoint is opened."""
+    path = os.fspath(obj) if isinstance(obj, os.PathLike) else obj
+    if isinstance(path, str):
+        path = resolve_location(path, storage_options)
+    if is_index_name(path):
+        from .sharded import open_index
+
+        return open_index(path, backend, storage_options)
+    return SafeFile(open_source(path, backend, storage_options))
 
 
 class safe_open:

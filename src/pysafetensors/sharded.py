@@ -1,7 +1,7 @@
 """Sharded checkpoints: read an index (or a directory) as one logical file; write shards + index.
 
-Reading: ``open_file`` accepts everything ``safe_open`` does.  A ``*.index.json`` (local, URL
-or fsspec) or a local directory holding one becomes a :class:`ShardedFile`: names and
+Reading: ``handle.open_file`` hands a ``*.index.json`` (local, URL or fsspec), or a local
+directory holding one, to :func:`open_index`, which makes a :class:`ShardedFile`: names and
 metadata come from the index, and each shard is opened only when one of its tensors is asked
 for, and checked against the index then (``format.index.check_shard``).  Writing:
 :func:`write_sharded` plans shards greedily in key order (huggingface_hub's rule), stages every
@@ -13,11 +13,10 @@ from __future__ import annotations
 
 import math
 import os
-import secrets
 import threading
 import warnings
 from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .errors import (
     CheckpointMismatch,
@@ -44,21 +43,21 @@ from .format.index import (
     shard_names,
     without_checkpoint_id,
 )
-from .format.layout import checked_name, unique_by_name
 from .format.slicing import SlicePlan
 from .io.locate import (
     backend_chooser,
     find_in_directory,
     is_index_name,
     pick_checkpoint_file,
-    resolve_location,
 )
 from .io.memory import mem_available
 from .io.protocols import capabilities
 from .io.registry import open_source, sibling_url, url_scheme
-from .io.targets import StorageOptions, is_url_target, open_directory, open_sink
 from .reader import RawTensor, RegionRead, SafeFile, check_threads, default_threads
-from .writer import WriteItem, write_file
+
+if TYPE_CHECKING:
+    from .io.targets import StorageOptions
+    from .writer import WriteItem
 
 # --- reading ------------------------------------------------------------------------------
 
@@ -524,19 +523,6 @@ def open_index(
     return ShardedFile(index, open_shard, name, shard_location, remote=remote)
 
 
-def open_file(
-    obj: Any, backend: str | None = None, storage_options: Mapping[str, Any] | None = None
-) -> SafeFile | ShardedFile:
-    """A SafeFile, or a ShardedFile for an index file or a checkpoint directory (a local one, or
-    an fsspec URL prefix such as ``s3://bucket/ckpt/``: its index, or its only file)."""
-    path = os.fspath(obj) if isinstance(obj, os.PathLike) else obj
-    if isinstance(path, str):
-        path = resolve_location(path, storage_options)
-    if is_index_name(path):
-        return open_index(path, backend, storage_options)
-    return SafeFile(open_source(path, backend, storage_options))
-
-
 # --- writing ------------------------------------------------------------------------------
 
 
@@ -583,6 +569,13 @@ def write_sharded(
     its names differ, still reads; otherwise the prefix is refused as a checkpoint), and, on
     S3, the pending upload of the shard it was writing (``remove_stale_uploads``).
     """
+    # The write side is imported here, on first save: opening a checkpoint never needs it.
+    import secrets
+
+    from .format.layout import checked_name, unique_by_name
+    from .io.targets import is_url_target, open_directory, open_sink
+    from .writer import write_file
+
     if metadata is not None and "total_size" in metadata:
         raise SerializeError("metadata key 'total_size' is reserved for the index (sum of tensor bytes)")
     if metadata is not None and CHECKPOINT_ID_KEY in metadata:
@@ -655,7 +648,6 @@ __all__ = [
     "ShardedFile",
     "find_in_directory",
     "is_index_name",
-    "open_file",
     "open_index",
     "pick_checkpoint_file",
     "write_sharded",

@@ -309,11 +309,11 @@ def test_distributed_loaders(remote_dir: Path, opened: list[tuple[str, str]], tm
 
 def _callers(path: Path) -> dict[str, Any]:
     from pysafetensors.distributed import load_partition, load_tensor_parallel
-    from pysafetensors.sharded import open_file
+    from pysafetensors.handle import open_file
 
     calls: dict[str, Any] = {
         "safe_open": lambda b: safe_open(path, "np", backend=b),
-        "sharded.open_file": lambda b: open_file(path, b),
+        "handle.open_file": lambda b: open_file(path, b),
         "load_partition": lambda b: load_partition(path, framework="np", rank=0, world_size=1, backend=b),
         "load_tensor_parallel": lambda b: load_tensor_parallel(path, {}, framework="np", rank=0, world_size=1, backend=b),
     }

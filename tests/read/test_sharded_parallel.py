@@ -227,7 +227,7 @@ def test_staging_takes_a_sharded_checkpoint(tmp_path: Path) -> None:
     # safe_open(index, "pt", device="cuda").get_tensors() hands the ShardedFile to the ring.
     import torch
 
-    from pysafetensors.sharded import open_file
+    from pysafetensors.handle import open_file
     from pysafetensors.staging import StagingConfig, load_to_device
     from pysafetensors.torch import load_file as torch_load_file
     from pysafetensors.torch import save_sharded as torch_save_sharded

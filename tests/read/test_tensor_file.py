@@ -18,9 +18,10 @@ from pysafetensors import safe_open
 from pysafetensors._adapters import FRAMEWORKS, Adapter, load_adapter
 from pysafetensors.errors import FileClosed, TensorNotFound
 from pysafetensors.format.slicing import plan_slice
+from pysafetensors.handle import open_file
 from pysafetensors.numpy import save_file, save_sharded
 from pysafetensors.reader import SafeFile, TensorFile
-from pysafetensors.sharded import ShardedFile, open_file
+from pysafetensors.sharded import ShardedFile
 
 if "tensorflow" not in sys.modules and importlib.util.find_spec("paddle") and importlib.util.find_spec("tensorflow"):
     with warnings.catch_warnings():  # paddle before tensorflow: see tests/frameworks/_fw_cases.py

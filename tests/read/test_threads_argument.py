@@ -15,9 +15,9 @@ import pytest
 
 from pysafetensors import safe_open
 from pysafetensors.errors import InvalidArgument, InvalidArgumentType, SafetensorError
+from pysafetensors.handle import open_file
 from pysafetensors.numpy import save_file, save_sharded
 from pysafetensors.reader import TensorFile, check_threads
-from pysafetensors.sharded import open_file
 
 if "tensorflow" not in sys.modules and importlib.util.find_spec("paddle") and importlib.util.find_spec("tensorflow"):
     with warnings.catch_warnings():  # paddle before tensorflow: see tests/frameworks/_fw_cases.py

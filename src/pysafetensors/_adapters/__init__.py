@@ -16,11 +16,11 @@ from typing import TYPE_CHECKING, Any, Protocol, cast, runtime_checkable
 
 from ..errors import InvalidFramework
 from ..format.dtypes import DType
-from ..writer import WriteItem
 
 if TYPE_CHECKING:
     from .._device import Device
     from ..reader import RawTensor, TensorFile
+    from ..writer import WriteItem
 
 
 @runtime_checkable

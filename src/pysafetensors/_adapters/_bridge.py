@@ -11,7 +11,7 @@ and hands it to ``numpy.to_write_item``.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -20,8 +20,10 @@ from ..errors import InvalidDevice, UnsupportedDtype
 from ..format.dtypes import DType
 from ..format.slicing import plan_slice
 from ..reader import RawTensor, TensorFile
-from ..writer import WriteItem
 from . import numpy as np_adapter
+
+if TYPE_CHECKING:
+    from ..writer import WriteItem
 
 # XLA and Eigen (tensorflow) assume 64-byte aligned host buffers; tensorflow aborts the whole
 # process on a misaligned one, so sharing is only attempted at this alignment.

@@ -11,7 +11,7 @@ than silently wrapped.
 from __future__ import annotations
 
 from functools import cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -19,9 +19,11 @@ from .._device import Device
 from .._optional import require
 from ..errors import SerializeError
 from ..format.dtypes import DType
-from ..writer import WriteItem
 from . import _bridge
 from .numpy import numpy_dtype
+
+if TYPE_CHECKING:
+    from ..writer import WriteItem
 
 NAME = "flax"  # upstream's messages say "flax" for both names
 jax = require("jax", "jax")

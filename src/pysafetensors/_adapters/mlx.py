@@ -10,7 +10,7 @@ bfloat16 crosses as uint16 bits.  mlx has no float8, float6 or float4 dtype.
 from __future__ import annotations
 
 from functools import cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -18,9 +18,11 @@ from .._device import Device
 from .._optional import require
 from ..errors import SerializeError, UnsupportedDtype
 from ..format.dtypes import DType, reverse_lookup
-from ..writer import WriteItem
 from . import _bridge
 from .numpy import numpy_dtype
+
+if TYPE_CHECKING:
+    from ..writer import WriteItem
 
 NAME = "mlx"
 mx = require("mlx.core", "mlx")

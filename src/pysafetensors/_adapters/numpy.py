@@ -12,7 +12,7 @@ from __future__ import annotations
 import importlib
 import warnings
 from functools import cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -21,7 +21,9 @@ from ..errors import InvalidDevice, SerializeError, UnsupportedDtype, Unsupporte
 from ..format.dtypes import DType, reverse_table
 from ..format.slicing import plan_slice
 from ..reader import RawTensor, TensorFile, check_representable
-from ..writer import WriteItem
+
+if TYPE_CHECKING:
+    from ..writer import WriteItem
 
 _MAX_NDIM = 64 if int(np.__version__.split(".")[0]) >= 2 else 32  # numpy's NPY_MAXDIMS
 
@@ -211,4 +213,6 @@ def to_write_item(name: str, obj: Any) -> WriteItem:
         obj = obj.view(np.ndarray)  # the same memory, as a plain array
     dtype = dtype_of(obj, name)
     array = obj
+    from ..writer import WriteItem  # the write side, imported on first save
+
     return WriteItem(name, dtype, tuple(array.shape), lambda: little_endian_bytes(array, dtype))

@@ -10,7 +10,7 @@ not built for, or that the machine lacks, is an InvalidDevice error at ``safe_op
 from __future__ import annotations
 
 from functools import cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -19,9 +19,11 @@ from .._optional import require
 from ..errors import InvalidDevice, SerializeError, UnsupportedDtype
 from ..format.dtypes import DType, reverse_lookup
 from ..reader import RawTensor, TensorFile
-from ..writer import WriteItem
 from . import _bridge
 from .numpy import numpy_dtype
+
+if TYPE_CHECKING:
+    from ..writer import WriteItem
 
 NAME = "paddle"
 paddle = require("paddle", "paddle")

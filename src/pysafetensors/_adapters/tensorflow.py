@@ -10,7 +10,7 @@ keeps the buffer.  Other cases (float8/float4, misaligned or read-only buffers) 
 from __future__ import annotations
 
 from functools import cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -18,9 +18,11 @@ from .._device import Device
 from .._optional import require
 from ..errors import SerializeError
 from ..format.dtypes import DType
-from ..writer import WriteItem
 from . import _bridge
 from .numpy import numpy_dtype
+
+if TYPE_CHECKING:
+    from ..writer import WriteItem
 
 NAME = "tensorflow"
 tf = require("tensorflow", "tensorflow")

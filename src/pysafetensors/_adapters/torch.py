@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from functools import cache
 from numbers import Integral
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .._device import Device
 from .._optional import require
@@ -12,7 +12,9 @@ from ..errors import InvalidDevice, SerializeError, UnsupportedDtype, Unsupporte
 from ..format.dtypes import DType, reverse_table
 from ..format.slicing import plan_slice
 from ..reader import RawTensor, TensorFile, check_representable
-from ..writer import WriteItem
+
+if TYPE_CHECKING:
+    from ..writer import WriteItem
 
 _INT64_MAX = (1 << 63) - 1
 
@@ -316,4 +318,6 @@ def to_write_item(name: str, tensor: Any) -> WriteItem:
     if not isinstance(tensor, torch.Tensor):
         raise SerializeError(f"tensor {name!r}: expected torch.Tensor, got {type(tensor).__name__}", tensor=name)
     dtype = dtype_of(tensor, name)
+    from ..writer import WriteItem  # the write side, imported on first save
+
     return WriteItem(name, dtype, dtype.file_shape(tuple(tensor.shape)), lambda: tensor_bytes(tensor))

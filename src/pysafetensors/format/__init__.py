@@ -1,17 +1,38 @@
-"""The pure format core: bytes in, frozen dataclasses out.  Standard library only."""
+"""The pure format core: bytes in, frozen dataclasses out.  Standard library only.
 
-from .dtypes import DType, all_dtypes, by_code, by_spec_name
-from .header import (
-    HEADER_CAP,
-    Header,
-    TensorInfo,
-    encode_header,
-    parse_header,
-    parse_header_length,
-)
-from .layout import LayoutEntry, WriteLayout, plan_layout
-from .rules import HeaderProblem, check_header, check_header_length
-from .slicing import SlicePlan, plan_slice
+The names below are loaded on first use (PEP 562 module ``__getattr__``, as in the package
+root): reading a file imports the header and slicing modules, never the write layout.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # the names as type checkers see them (the same objects, imported eagerly)
+    from .dtypes import DType, all_dtypes, by_code, by_spec_name
+    from .header import (
+        HEADER_CAP,
+        Header,
+        TensorInfo,
+        encode_header,
+        parse_header,
+        parse_header_length,
+    )
+    from .layout import LayoutEntry, WriteLayout, plan_layout
+    from .rules import HeaderProblem, check_header, check_header_length
+    from .slicing import SlicePlan, plan_slice
+
+# public name -> the submodule that defines it
+_LAZY: dict[str, str] = {
+    **dict.fromkeys(("DType", "all_dtypes", "by_code", "by_spec_name"), "dtypes"),
+    **dict.fromkeys(
+        ("HEADER_CAP", "Header", "TensorInfo", "encode_header", "parse_header", "parse_header_length"), "header"
+    ),
+    **dict.fromkeys(("LayoutEntry", "WriteLayout", "plan_layout"), "layout"),
+    **dict.fromkeys(("HeaderProblem", "check_header", "check_header_length"), "rules"),
+    **dict.fromkeys(("SlicePlan", "plan_slice"), "slicing"),
+}
 
 __all__ = [
     "HEADER_CAP",
@@ -33,3 +54,27 @@ __all__ = [
     "plan_layout",
     "plan_slice",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """Import the submodule behind a public name, or the submodule ``name`` itself, on first
+    access, and keep the value in the namespace so later lookups are plain attribute reads."""
+    module_name = _LAZY.get(name)
+    if module_name is not None:
+        value = getattr(importlib.import_module(f".{module_name}", __name__), name)
+    elif not name.startswith("__"):
+        try:
+            value = importlib.import_module(f".{name}", __name__)
+        except ModuleNotFoundError as e:
+            if e.name != f"{__name__}.{name}":
+                raise
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
+    else:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    """The public names (loaded or not) and whatever the namespace already holds."""
+    return sorted(set(globals()) | set(__all__))

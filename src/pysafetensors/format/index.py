@@ -25,9 +25,9 @@ from typing import Any
 from ..errors import InvalidIndex
 from .json_compat import KeyedObject
 from .layout import unique_by_name
+from .rules import INDEX_SUFFIX
 
 SUFFIX = ".safetensors"
-INDEX_SUFFIX = ".index.json"
 DEFAULT_MAX_SHARD_SIZE = "5GB"
 
 # Decimal units, as huggingface_hub and transformers use for "5GB"; binary ones spelled out.

@@ -82,6 +82,10 @@ def _in_words(head: str, tail: str, sep: str = "; ") -> dict[str, str]:
 #: GGUF's magic (llama.cpp's format), the first 4 bytes of a GGUF file: the one copy of it
 GGUF_MAGIC = b"GGUF"
 
+#: how a sharded checkpoint's index file name ends (``model.safetensors.index.json``); here, not
+#: in :mod:`.index`, so that telling an index by its name does not import the index parser
+INDEX_SUFFIX = ".index.json"
+
 
 def _known_kind(head: bytes) -> str | None:
     """What a file beginning with ``head`` (its first 8 bytes) is, when it is a format people

@@ -3,20 +3,42 @@
 :func:`open_source` is the one way from a path, URL, bytes, file object or source to a
 :class:`ByteSource`; every loader goes through it.  The capability protocols a source may
 also implement are in :mod:`pysafetensors.io.protocols`.
+
+The names below, and the submodules as attributes, are loaded on first use (PEP 562 module
+``__getattr__``, as in the package root): reading a local file imports the sources it uses,
+never the sinks.
 """
 
-from .protocols import (
-    Advisable,
-    ByteSource,
-    ParallelReadable,
-    RangedReadable,
-    ResidencyAware,
-    ViewSource,
-    capabilities,
-)
-from .registry import BACKENDS, check_backend, open_source
-from .sinks import AtomicFileSink, Sink
-from .sources import FileObjectSource, MemorySource, MmapSource, PreadSource
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # the names as type checkers see them (the same objects, imported eagerly)
+    from .protocols import (
+        Advisable,
+        ByteSource,
+        ParallelReadable,
+        RangedReadable,
+        ResidencyAware,
+        ViewSource,
+        capabilities,
+    )
+    from .registry import BACKENDS, check_backend, open_source
+    from .sinks import AtomicFileSink, Sink
+    from .sources import FileObjectSource, MemorySource, MmapSource, PreadSource
+
+# public name -> the submodule that defines it
+_LAZY: dict[str, str] = {
+    **dict.fromkeys(
+        ("Advisable", "ByteSource", "ParallelReadable", "RangedReadable", "ResidencyAware", "ViewSource",
+         "capabilities"),
+        "protocols",
+    ),
+    **dict.fromkeys(("BACKENDS", "check_backend", "open_source"), "registry"),
+    **dict.fromkeys(("AtomicFileSink", "Sink"), "sinks"),
+    **dict.fromkeys(("FileObjectSource", "MemorySource", "MmapSource", "PreadSource"), "sources"),
+}
 
 __all__ = [
     "BACKENDS",
@@ -36,3 +58,27 @@ __all__ = [
     "check_backend",
     "open_source",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """Import the submodule behind a public name, or the submodule ``name`` itself, on first
+    access, and keep the value in the namespace so later lookups are plain attribute reads."""
+    module_name = _LAZY.get(name)
+    if module_name is not None:
+        value = getattr(importlib.import_module(f".{module_name}", __name__), name)
+    elif not name.startswith("__"):
+        try:
+            value = importlib.import_module(f".{name}", __name__)
+        except ModuleNotFoundError as e:
+            if e.name != f"{__name__}.{name}":
+                raise
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
+    else:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    """The public names (loaded or not) and whatever the namespace already holds."""
+    return sorted(set(globals()) | set(__all__))

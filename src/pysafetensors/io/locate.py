@@ -28,14 +28,11 @@ from typing import IO, Any, Literal
 from urllib.parse import urlsplit, urlunsplit
 
 from ..errors import CheckpointNotFound, InvalidIndex, SourceError
-from ..format.index import INDEX_SUFFIX, index_file_name, shard_position
-from ..format.rules import GGUF_MAGIC
+from ..format.rules import GGUF_MAGIC, INDEX_SUFFIX
 from . import fstype
 from .protocols import ByteSource
-from .redact import redact_url
 from .registry import open_source, url_scheme
 from .regular import is_stream
-from .spool import spool, spooled_source
 
 #: what a single file is, by its first bytes: GGUF's magic, or anything else (read as safetensors)
 Format = Literal["safetensors", "gguf"]
@@ -91,6 +88,8 @@ def pick_checkpoint_file(names: Sequence[str], directory: str) -> str:
     """Which of ``names`` (a directory's listing) to load: the index, or the only ``.safetensors`` file.
 
     ``directory`` names the place in errors (a path, or a redacted URL prefix)."""
+    from ..format.index import index_file_name, shard_position  # a directory's rules: not needed for a file
+
     names = sorted(names)
     indexes = [n for n in names if is_index_name(n)]
     if len(indexes) > 1:
@@ -222,6 +221,8 @@ def locate(
     device) is a SourceError naming it.
     """
     path = os.fspath(target)
+    from .redact import redact_url  # here: safe_open's path (resolve_location) never shows a name
+
     shown = redact_url(path)
     if url_scheme(path) is None:
         try:
@@ -229,6 +230,8 @@ def locate(
         except OSError:
             mode = None  # missing: opening it says so
         if mode is not None and is_stream(path):
+            from .spool import spooled_source
+
             source = spooled_source(path, max_input_size=max_input_size)
             return Located(path, shown, path, source, _sniffed(source), stream=True)
         if mode is not None and not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
@@ -256,6 +259,8 @@ def spool_stream(path: str, *, max_input_size: int | None = None, wanted: str) -
     (convert's pickle readers); None when ``path`` is not a local stream."""
     if url_scheme(path) is not None or not is_stream(path):
         return None
+    from .spool import spool
+
     return spool(path, whole=True, max_input_size=max_input_size, wanted=wanted)
 
 

@@ -11,7 +11,6 @@ import errno
 import hashlib
 import os
 import re
-import secrets
 import shutil
 import socket
 import stat
@@ -102,11 +101,15 @@ _STAGING = ".staging"
 def temp_name(base: str) -> str:
     """The name a writer of file ``base`` gives its temp file beside it (hidden; carries the
     host tag and PID, so a dead writer's leftover can be recognised)."""
+    import secrets  # here, not at module level: it imports hmac, which only writing needs
+
     return f".{base}.{_TAG}.{os.getpid()}.{secrets.token_hex(6)}.tmp"
 
 
 def staging_name(label: str) -> str:
     """The name of a sharded save's hidden staging directory (tagged as temp files are)."""
+    import secrets
+
     return f".{label}{_STAGING}.{_TAG}.{os.getpid()}.{secrets.token_hex(6)}"
 
 

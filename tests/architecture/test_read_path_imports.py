@@ -1,0 +1,65 @@
+"""Reading one local file must not import the write side or the sharded reader.
+
+``from pysafetensors import safe_open`` runs at import time in every library that reads
+checkpoints (transformers does it), so what it imports is paid by every user, and its
+allocations advance the garbage collector's generations for the rest of the process.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+SRC = str(Path(__file__).resolve().parents[2] / "src")
+
+#: the write side and the sharded reader: nothing reading one local file needs
+WRITE_AND_SHARDED = [
+    "pysafetensors.writer",
+    "pysafetensors.sharded",
+    "pysafetensors.io.sinks",
+    "pysafetensors.io.targets",
+    "pysafetensors.io.spool",
+    "pysafetensors.format.index",
+    "pysafetensors.format.layout",
+    "pysafetensors._api",
+]
+
+
+def _loaded_after(statement: str) -> list[str]:
+    code = f"import sys, json\n{statement}\nprint(json.dumps([m for m in {WRITE_AND_SHARDED!r} if m in sys.modules]))\n"
+    env = {**os.environ, "PYTHONPATH": SRC + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
+    return list(json.loads(out.stdout.strip().splitlines()[-1]))
+
+
+def test_importing_safe_open_imports_no_write_side() -> None:
+    assert _loaded_after("from pysafetensors import safe_open") == []
+
+
+def test_reading_a_local_file_imports_no_write_side(tmp_path: Path) -> None:
+    path = tmp_path / "one.safetensors"
+    header = b'{"t":{"dtype":"U8","shape":[2],"data_offsets":[0,2]}}'
+    path.write_bytes(len(header).to_bytes(8, "little") + header + b"\x01\x02")
+    statement = (
+        "from pysafetensors import safe_open\n"
+        f"with safe_open({str(path)!r}, framework='numpy') as f:\n"
+        "    assert f.get_tensor('t').tolist() == [1, 2]\n"
+        "    assert f.get_slice('t')[1:].tolist() == [2]"
+    )
+    assert _loaded_after(statement) == []
+
+
+def test_the_check_can_fail(tmp_path: Path) -> None:
+    # a sharded checkpoint does load the sharded reader, and saving loads the writer
+    index = tmp_path / "model.safetensors.index.json"
+    index.write_text(json.dumps({"metadata": {}, "weight_map": {}}))
+    loaded = _loaded_after(
+        "from pysafetensors import safe_open, serialize\n"
+        f"safe_open({str(index)!r}, framework='numpy').keys()\n"
+        "serialize({})"
+    )
+    assert "pysafetensors.sharded" in loaded
+    assert "pysafetensors.writer" in loaded
