@@ -282,6 +282,20 @@ class SafeFile:
         except (KeyError, TypeError):
             raise _not_found(name) from None
 
+    def describe(self, name: str) -> tuple[DType, tuple[int, ...]]:
+        """``name``'s dtype and shape, all a ``get_slice`` keeps: answered from the header's
+        columns without building the entry (FileClosed after close, TensorNotFound)."""
+        if self._closed:
+            raise FileClosed("File is closed")
+        header = self.header
+        try:
+            # The built index straight, else the property that builds it (a property call
+            # costs several times the dict lookup).
+            i = (header._index or header.index)[name]
+        except (KeyError, TypeError):
+            raise _not_found(name) from None
+        return header.dtypes[i], header.shapes[i]
+
     def entry(self, name: str) -> TensorInfo:
         """The header entry of ``name``, open or closed (the header outlives the source)."""
         try:

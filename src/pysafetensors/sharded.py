@@ -27,6 +27,7 @@ from .errors import (
     UnmappedTensorWarning,
 )
 from .format._gcpause import paused_gc
+from .format.dtypes import DType
 from .format.header import HEADER_CAP, TensorInfo
 from .format.index import (
     CHECKPOINT_ID_KEY,
@@ -99,6 +100,10 @@ class ShardedFile:
         # Shards closed to keep OPEN_SHARDS: their parsed headers still answer ``info``.
         self._evicted: dict[str, SafeFile] = {}
         self._checks: dict[str, ShardCheck] = {}
+        # Every shard opened so far that holds all the tensors the index maps to it:
+        # ``describe`` (every get_slice) answers from its header with one lookup, whether the
+        # shard is still open or not.
+        self._complete: dict[str, SafeFile] = {}
         self._lock = threading.Lock()
         self._closed = False
 
@@ -182,8 +187,10 @@ class ShardedFile:
                     )
             with self._lock:
                 self.check_open()
-                self._checks.setdefault(shard, check)
+                check = self._checks.setdefault(shard, check)
                 kept = self._shards.get(shard) or self._recent.get(shard)
+                if not check.missing:
+                    self._complete.setdefault(shard, kept or f)
                 if kept is None:
                     if recent:
                         self._recent[shard] = f
@@ -305,6 +312,25 @@ class ShardedFile:
             self._check_mapped(name, shard)
         return f.entry(name)
 
+    def describe(self, name: str) -> tuple[DType, tuple[int, ...]]:
+        """``name``'s dtype and shape (``info`` without building the entry): what every
+        ``get_slice`` asks, so the checks ``info`` makes are inlined here."""
+        if self._closed:
+            raise FileClosed("File is closed")
+        shard = self.index.weight_map.get(name) if isinstance(name, str) else None
+        if shard is None:
+            raise TensorNotFound(f"File does not contain tensor {name}", tensor=name)
+        f = self._complete.get(shard)
+        if f is None:
+            f = self._shards.get(shard) or self._recent.get(shard) or self._evicted.get(shard)
+            if f is None:
+                f = self.file_of(name)
+            else:
+                self._check_mapped(name, shard)
+        header = f.header
+        i = (header._index or header.index)[name]  # there: the shard's check found every name the index maps to it
+        return header.dtypes[i], header.shapes[i]
+
     def raw(self, name: str) -> RawTensor:
         raw: RawTensor = self._single(name, lambda f: f.raw(name))
         return raw
@@ -421,6 +447,7 @@ class ShardedFile:
             self._closed = True
             shards = [*self._shards.values(), *self._recent.values()]
             self._shards, self._recent, self._evicted, self._checks = {}, {}, {}, {}
+            self._complete = {}
         for f in shards:
             f.close()
 

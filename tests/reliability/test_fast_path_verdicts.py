@@ -181,3 +181,38 @@ def test_the_fast_path_fuzz_target_can_fail(monkeypatch: pytest.MonkeyPatch, wro
         expected = "the msgspec fast path raised ZeroDivisionError"
     report = classify("fast_path", data, 0)
     assert report is not None and expected in report, report
+
+
+@pytest.mark.parametrize(
+    ("second", "why"),
+    [
+        ('{"dtype":"F32","shape":[2,3],"data_offsets":[24,47]}', "a repeated shape with a short span"),
+        ('{"dtype":"F32","shape":[2,3],"data_offsets":[24,52]}', "a repeated shape with a long span"),
+        ('{"dtype":"F32","shape":[2.0,3],"data_offsets":[24,48]}', "a float dim equal to the first shape's"),
+        ('{"dtype":"F16","shape":[2,3],"data_offsets":[24,48]}', "the same shape in a narrower dtype"),
+    ],
+)
+def test_a_repeated_shape_is_checked_against_each_tensors_own_span(second: str, why: str) -> None:
+    # Both fast paths check a shape's size once per (dtype width, shape) and compare every
+    # later tensor of that pair with it: a later tensor that breaks a rule must still fall to
+    # the rules, whose verdict is an error.
+    text = '{"a":{"dtype":"F32","shape":[2,3],"data_offsets":[0,24]},"b":' + second + "}"
+    end = int(second.rsplit(",", 1)[1].rstrip("]}"))
+    size = 8 + len(text) + end
+    assert any(not p.warning for p in check_header(text.encode(), size)), why
+    for path, got in _fast_paths(text, len(text), size):
+        assert got is None, (path, why)
+    with pytest.raises(SafetensorError):
+        parse_header(text.encode(), size)
+
+
+def test_a_repeated_shape_that_fits_is_taken_by_both_fast_paths() -> None:
+    text = (
+        '{"a":{"dtype":"F32","shape":[2,3],"data_offsets":[0,24]},'
+        '"b":{"dtype":"F32","shape":[2,3],"data_offsets":[24,48]},'
+        '"c":{"dtype":"F16","shape":[2,3],"data_offsets":[48,60]}}'
+    )
+    size = 8 + len(text) + 60
+    for path, got in _fast_paths(text, len(text), size):
+        assert isinstance(got, Header), path
+        assert got.offsets == [0, 24, 48, 60] and got.shapes[0] is got.shapes[1] is got.shapes[2], path

@@ -21,7 +21,7 @@ from typing import Any, Literal
 from .._optional import optional
 from ._fastpath import complete, metadata_fits, screen, span_fits
 from .dtypes import BY_CODE, CODES
-from .json_compat import METADATA_KEY
+from .json_compat import METADATA_KEY, U64_LIMIT
 
 _METADATA_PREFIX = '{"' + METADATA_KEY + '":'
 # Returned for a header whose __metadata__ is not first: json's fast path may take it.
@@ -87,6 +87,7 @@ def fast_header(text: str, n: int, file_size: int, entries_of: Callable[[str], A
     shared: dict[tuple[int, ...], tuple[int, ...]] = {}  # one tuple per distinct shape
     share = shared.setdefault
     get_dtype = BY_CODE.__getitem__
+    sizes: dict[tuple[int, tuple[int, ...]], int] = {}  # span_fits once per (bits, shape), as json's path
     expected = 0
     for entry in entries.values():
         begin, end = entry.data_offsets
@@ -94,11 +95,16 @@ def fast_header(text: str, n: int, file_size: int, entries_of: Callable[[str], A
             return None
         shape = entry.shape  # integers, but any size (msgspec reads any integer)
         dtype = get_dtype(entry.dtype)
-        if not span_fits(shape, dtype.bits, begin, end, may_be_negative):
+        key = tuple(shape)
+        sized = sizes.get((dtype.bits, key))
+        if sized is None:
+            if not span_fits(shape, dtype.bits, begin, end, may_be_negative):
+                return None
+            sizes[dtype.bits, key] = end - begin
+        elif end - begin != sized or end >= U64_LIMIT:
             return None
         expected = end
         add_dtype(dtype)
-        key = tuple(shape)
         add_shape(share(key, key))
         add_end(end)
     if not complete(text, n, "".join(names), len(names), has_metadata_key, metadata, expected, file_size):

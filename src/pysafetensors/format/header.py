@@ -313,6 +313,9 @@ def _fast_header(text: str, n: int, file_size: int) -> Header | None:
     shared: dict[tuple[int, ...], tuple[int, ...]] = {}
     share = shared.setdefault
     get_dtype = BY_CODE.get
+    # Bytes each (bits, shape) pair was found to fill: a checkpoint repeats a few shapes, so
+    # span_fits runs once per pair and the other tensors compare their span with its answer.
+    sizes: dict[tuple[int, tuple[int, ...]], int] = {}
     expected = 0
     try:
         for value in raw.values():
@@ -329,11 +332,18 @@ def _fast_header(text: str, n: int, file_size: int) -> Header | None:
             # in C, so only integers reach span_fits (a str would make math.prod repeat it);
             # booleans sum as ints, so a text spelling true/false anywhere was sent to the
             # rules above.
-            if (shape and type(sum(shape)) is not int) or not span_fits(shape, dtype.bits, begin, end, may_be_negative):
+            if shape and type(sum(shape)) is not int:
+                return None
+            key = tuple(shape)  # integers only now, so equal keys are equal shapes
+            sized = sizes.get((dtype.bits, key))
+            if sized is None:
+                if not span_fits(shape, dtype.bits, begin, end, may_be_negative):
+                    return None
+                sizes[dtype.bits, key] = end - begin
+            elif end - begin != sized or end >= U64_LIMIT:
                 return None
             expected = end
             add_dtype(dtype)
-            key = tuple(shape)
             add_shape(share(key, key))
             add_end(end)
     except (KeyError, TypeError, ValueError, OverflowError):  # OverflowError: sum() of a huge int and a float

@@ -81,6 +81,20 @@ def validate_shard_name(name: Any, index_name: str = "index") -> str:
     ``%2e%2e%2fsecret.safetensors`` to ``../secret.safetensors``.
     """
 
+    # The common name first: no separator, escape, NUL or drive, so no form of it leaves the
+    # directory (percent-decoding cannot change a name without '%').
+    if (
+        type(name) is str
+        and name.endswith(SUFFIX)
+        and name != SUFFIX
+        and "/" not in name
+        and "\\" not in name
+        and "%" not in name
+        and "\x00" not in name
+        and not _DRIVE.match(name)
+    ):
+        return name
+
     def bad(why: str) -> InvalidIndex:
         return InvalidIndex(f"{index_name}: unsafe shard name {name!r}: {why}", shard=name)
 
@@ -209,9 +223,16 @@ def check_shard(
     present = list(tensor_names)
     present_set = set(present)
     weight_map = index.weight_map
-    missing = tuple(n for n in index.tensors_in(shard) if n not in present_set)
-    unmapped = tuple(n for n in present if n not in weight_map)
-    elsewhere = tuple(n for n in present if n in weight_map and weight_map[n] != shard)
+    mapped = index._by_shard.get(shard, ())
+    missing = tuple(n for n in mapped if n not in present_set)
+    unmapped: tuple[str, ...]
+    elsewhere: tuple[str, ...]
+    if not missing and len(present_set) == len(mapped) == len(present):
+        # The shard holds exactly the tensors mapped to it: none is unmapped or elsewhere.
+        unmapped = elsewhere = ()
+    else:
+        unmapped = tuple(n for n in present if n not in weight_map)
+        elsewhere = tuple(n for n in present if n in weight_map and weight_map[n] != shard)
     shard_id = (shard_metadata or {}).get(CHECKPOINT_ID_KEY)
     return ShardCheck(shard, missing, unmapped, elsewhere, index.checkpoint_id, shard_id)
 
@@ -245,12 +266,17 @@ def parse_index(data: bytes | str, name: str = "index") -> ShardIndex:
     metadata = {} if metadata is None else metadata
     if not isinstance(metadata, dict):
         raise InvalidIndex(f"{name}: 'metadata' must be an object, found {type(metadata).__name__}")
-    valid: set[str] = set()  # a few shard names, each repeated for hundreds of tensors
-    for tensor, shard in weight_map.items():
+    for tensor in weight_map:
         if not isinstance(tensor, str):  # JSON keys always are; kept for hand-built dicts
             raise InvalidIndex(f"{name}: tensor name {tensor!r} is not a string")
-        if type(shard) is not str or shard not in valid:
-            valid.add(validate_shard_name(shard, name))
+    try:
+        # A few shard names, each repeated for hundreds of tensors: each checked once, the
+        # first bad one in the weight map's order reported.
+        shards: Iterable[Any] = dict.fromkeys(weight_map.values())
+    except TypeError:  # an unhashable value (a list, an object): every value in order
+        shards = weight_map.values()
+    for shard in shards:
+        validate_shard_name(shard, name)
     return ShardIndex(weight_map=dict(weight_map), metadata=dict(metadata))
 
 

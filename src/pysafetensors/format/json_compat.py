@@ -86,6 +86,9 @@ class KeyedObject(dict):  # type: ignore[type-arg]
 
     @classmethod
     def of(cls, pairs: list[tuple[str, Any]]) -> KeyedObject:
+        obj = cls(pairs)  # built in C; a key given twice leaves fewer keys than pairs
+        if len(obj) == len(pairs):
+            return obj
         obj = cls()
         for key, value in pairs:
             if key in obj and obj.duplicate is None:
