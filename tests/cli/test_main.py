@@ -87,7 +87,6 @@ def _subprocess(*args: str) -> subprocess.CompletedProcess[str]:
                           timeout=120)
 
 
-@pytest.mark.slow
 def test_every_command_as_subprocess(sample: Path, tmp_path: Path) -> None:
     """One interpreter per command would cost seconds; a shell loop keeps it to one run per command."""
     other = tmp_path / "other.safetensors"

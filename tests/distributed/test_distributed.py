@@ -69,7 +69,6 @@ def state() -> dict:
     }
 
 
-@pytest.mark.slow
 def test_two_gloo_ranks(tmp_path, state: dict) -> None:
     ckpt, single = tmp_path / "ckpt", tmp_path / "single.safetensors"
     save_sharded(state, ckpt, max_shard_size="300KB")

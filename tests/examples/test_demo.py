@@ -29,8 +29,6 @@ from pathlib import Path
 import pytest
 from packaging.requirements import Requirement
 
-pytestmark = pytest.mark.slow  # over 5 s: make test-fast leaves it out
-
 try:
     import tomllib
 except ModuleNotFoundError:  # Python 3.10: the same parser, as pip vendors it

@@ -36,7 +36,6 @@ def collections() -> Iterator[list[int]]:
         gc.enable()
 
 
-@pytest.mark.slow
 def test_saving_and_loading_many_tensors_runs_no_collection(tmp_path: Path, collections: list[int]) -> None:
     tensors = {f"t{i}": np.full((4,), i, dtype=np.float32) for i in range(500)}
     raw = {k: v.tobytes() for k, v in tensors.items()}

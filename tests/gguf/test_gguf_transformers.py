@@ -24,8 +24,6 @@ from pysafetensors.gguf import GGUFFile
 from pysafetensors.gguf.convert import convert_gguf
 from pysafetensors.io.sources import MmapSource
 
-pytestmark = pytest.mark.slow  # over 5 s: make test-fast leaves it out
-
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 

@@ -98,7 +98,6 @@ def test_an_abort_for_another_reason_leaves_a_note_and_a_warning(s3: MotoS3) -> 
         _left_behind(s3, bucket, str(explicit.value))
 
 
-@pytest.mark.slow
 def test_the_cli_prints_the_upload_and_the_command(s3: MotoS3, tmp_path: Path) -> None:
     bucket = s3.new_bucket()
     src = tmp_path / "m.npz"

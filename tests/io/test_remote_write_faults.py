@@ -58,7 +58,6 @@ def test_a_refusal_leaves_no_object_and_no_pending_upload(
     assert s3.uploads(bucket) == []  # aborted (through the proxy, which let the abort pass)
 
 
-@pytest.mark.slow
 def test_a_refused_part_leaves_the_existing_object_as_it_was(s3: MotoS3, tensors: dict[str, np.ndarray]) -> None:
     bucket = s3.new_bucket()
     old = {"old": np.arange(10, dtype=np.int64)}

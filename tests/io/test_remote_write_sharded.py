@@ -70,7 +70,6 @@ def test_torch_save_sharded_to_a_url(store: Store, arrays: dict[str, np.ndarray]
         assert torch.equal(pt_load_file(store.url("pt/"))["ids"], tensors["ids"])
 
 
-@pytest.mark.slow
 def test_overwriting_a_sharded_checkpoint_on_a_store(store: Store, arrays: dict[str, np.ndarray]) -> None:
     """Same shard names (staged, then copied in), another count (stale shards removed), one file."""
     def saved(limit: int | str) -> list[str]:

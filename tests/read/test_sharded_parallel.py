@@ -245,7 +245,6 @@ def test_staging_takes_a_sharded_checkpoint(tmp_path: Path) -> None:
         assert torch.equal(got[name], value)
 
 
-@pytest.mark.slow
 def test_benchmark_quick_smoke(tmp_path: Path) -> None:
     script = Path(__file__).resolve().parents[2] / "benchmarks" / "sharded_parallel.py"
     out = tmp_path / "results.json"

@@ -58,7 +58,6 @@ def temps(directory: str) -> list[str]:
     return sorted(n for n in os.listdir(directory) if n.endswith(".tmp"))
 
 
-@pytest.mark.slow
 def test_sigkill_during_saves_and_edits_never_tears_the_file(tmp_path: Any) -> None:
     path = os.fspath(tmp_path / "m.safetensors")
     save_file(version(0), path, metadata={"v": "0"})
