@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import numpy as np
 import pytest
@@ -181,3 +182,23 @@ def pipe_of(data: bytes) -> Iterator[str]:
     finally:
         os.close(r)
         writer.join(10)
+
+
+def count_name_checks(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Count the calls of the save's name check (``format.layout.unique_by_name``): one entry per
+    call.  It is patched in every module that holds it under its own name; ``sharded`` imports it
+    from ``layout`` when it writes, so patching ``layout`` covers that call."""
+    from pysafetensors import sharded
+    from pysafetensors.format import index, layout
+
+    calls: list[int] = []
+    unique_by_name = layout.unique_by_name
+
+    def counted(items: Any, name_of: Any) -> Any:
+        calls.append(1)
+        return unique_by_name(items, name_of)
+
+    for module in (layout, index, sharded):
+        if hasattr(module, "unique_by_name"):
+            monkeypatch.setattr(module, "unique_by_name", counted)
+    return calls

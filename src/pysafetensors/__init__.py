@@ -12,9 +12,9 @@ without importing numpy or the format core; ``from pysafetensors import safe_ope
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from ._lazy import lazy_attributes
 from ._version import __version__
 
 if TYPE_CHECKING:  # the names as type checkers and IDEs see them (the same objects, imported eagerly)
@@ -62,20 +62,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    """Import the module behind a public name (or a listed submodule) on first access, and keep
-    the value in the package's namespace so later lookups are plain attribute reads."""
-    module_name = _LAZY.get(name)
-    if module_name is not None:
-        value = getattr(importlib.import_module(module_name, __name__), name)
-    elif name in _SUBMODULES:
-        value = importlib.import_module(f".{name}", __name__)
-    else:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    """The public names (loaded or not) and whatever the namespace already holds."""
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = lazy_attributes(__name__, globals(), _LAZY, __all__, _SUBMODULES)

@@ -49,6 +49,7 @@ LAYERS: dict[str, int] = {
     "distributed": 9,
     "convert": 9,
     "_version": 0,
+    "_lazy": 0,
     "tools": 10,
     "_alias": 11,
     "__init__": 12,

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _helpers import count_name_checks
 
 from pysafetensors.errors import InvalidIndex, InvalidMetadata, InvalidShape, MisalignedSubByte, SerializeError
 from pysafetensors.format.dtypes import BY_CODE, all_dtypes, by_buffer_format, by_name, reverse_table
@@ -106,20 +107,9 @@ def test_a_plain_save_checks_names_once(monkeypatch: pytest.MonkeyPatch) -> None
 @pytest.mark.parametrize("shards", [1, 2])
 def test_a_sharded_save_checks_names_once(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, shards: int) -> None:
     from pysafetensors import sharded
-    from pysafetensors.format import index, layout
     from pysafetensors.writer import WriteItem
 
-    calls = []
-
-    def counted(items: Any, name_of: Any) -> Any:
-        calls.append(1)
-        return unique_by_name(items, name_of)
-
-    # Every module that holds it under its own name; sharded imports it from layout when it
-    # writes, so patching layout covers that call.
-    for module in (layout, index, sharded):
-        if hasattr(module, "unique_by_name"):
-            monkeypatch.setattr(module, "unique_by_name", counted)
+    calls = count_name_checks(monkeypatch)
     items = [WriteItem(n, F32, (2,), lambda: b"\0" * 8) for n in ("a", "b")]
     out = sharded.write_sharded(items, tmp_path / "ckpt", max_shard_size=8 if shards == 2 else 100)
     assert out.endswith(".index.json" if shards == 2 else "model.safetensors")

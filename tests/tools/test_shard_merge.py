@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pytest
+from _helpers import count_name_checks
 
 from pysafetensors.errors import InvalidIndex, WriteError
 from pysafetensors.numpy import save_file
@@ -74,21 +74,7 @@ def test_one_shard_when_everything_fits_has_no_index(single: Path, tmp_path: Pat
 @pytest.mark.parametrize("limit", [800, "1MB"])
 def test_sharding_checks_the_names_once(single: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                         limit: int | str) -> None:
-    from pysafetensors import sharded
-    from pysafetensors.format import index, layout
-
-    calls = []
-    unique_by_name = layout.unique_by_name
-
-    def counted(items: Any, name_of: Any) -> Any:
-        calls.append(1)
-        return unique_by_name(items, name_of)
-
-    # Every module that holds it under its own name; sharded imports it from layout when it
-    # writes, so patching layout covers that call.
-    for module in (layout, index, sharded):
-        if hasattr(module, "unique_by_name"):
-            monkeypatch.setattr(module, "unique_by_name", counted)
+    calls = count_name_checks(monkeypatch)
     result = shard_checkpoint(single, tmp_path / "out", max_shard_size=limit)
     assert len(result.shards) == (3 if limit == 800 else 1)
     assert len(calls) == 1

@@ -6,8 +6,9 @@ root): reading a file imports the header and slicing modules, never the write la
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from .._lazy import lazy_attributes
 
 if TYPE_CHECKING:  # the names as type checkers see them (the same objects, imported eagerly)
     from .dtypes import DType, all_dtypes, by_code, by_spec_name
@@ -56,25 +57,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    """Import the submodule behind a public name, or the submodule ``name`` itself, on first
-    access, and keep the value in the namespace so later lookups are plain attribute reads."""
-    module_name = _LAZY.get(name)
-    if module_name is not None:
-        value = getattr(importlib.import_module(f".{module_name}", __name__), name)
-    elif not name.startswith("__"):
-        try:
-            value = importlib.import_module(f".{name}", __name__)
-        except ModuleNotFoundError as e:
-            if e.name != f"{__name__}.{name}":
-                raise
-            raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
-    else:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    """The public names (loaded or not) and whatever the namespace already holds."""
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = lazy_attributes(__name__, globals(), _LAZY, __all__)
