@@ -115,14 +115,15 @@ _SHARED_EXPERT = (
     Rule("blk.{N}.ffn_down_shexp.weight", "model.layers.{N}.mlp.shared_expert.down_proj.weight"),
 )
 _ROPE_FREQS = {"rope_freqs.weight": "rotary frequency factors llama.cpp computes from the config's rope scaling"}
+# gemma 2-4's norms (the op is the caller's: gemma 2 and 3 store them as w + 1, gemma 4 as they are)
 _GEMMA_NORMS = (
-    Rule("output_norm.weight", "model.norm.weight", "minus1"),
-    Rule("blk.{N}.attn_norm.weight", "model.layers.{N}.input_layernorm.weight", "minus1"),
-    Rule("blk.{N}.post_attention_norm.weight", "model.layers.{N}.post_attention_layernorm.weight", "minus1"),
-    Rule("blk.{N}.ffn_norm.weight", "model.layers.{N}.pre_feedforward_layernorm.weight", "minus1"),
-    Rule("blk.{N}.post_ffw_norm.weight", "model.layers.{N}.post_feedforward_layernorm.weight", "minus1"),
-    Rule("blk.{N}.attn_q_norm.weight", "model.layers.{N}.self_attn.q_norm.weight", "minus1"),
-    Rule("blk.{N}.attn_k_norm.weight", "model.layers.{N}.self_attn.k_norm.weight", "minus1"),
+    Rule("output_norm.weight", "model.norm.weight"),
+    Rule("blk.{N}.attn_norm.weight", "model.layers.{N}.input_layernorm.weight"),
+    Rule("blk.{N}.post_attention_norm.weight", "model.layers.{N}.post_attention_layernorm.weight"),
+    Rule("blk.{N}.ffn_norm.weight", "model.layers.{N}.pre_feedforward_layernorm.weight"),
+    Rule("blk.{N}.post_ffw_norm.weight", "model.layers.{N}.post_feedforward_layernorm.weight"),
+    Rule("blk.{N}.attn_q_norm.weight", "model.layers.{N}.self_attn.q_norm.weight"),
+    Rule("blk.{N}.attn_k_norm.weight", "model.layers.{N}.self_attn.k_norm.weight"),
 )
 
 
