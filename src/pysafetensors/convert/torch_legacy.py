@@ -18,7 +18,7 @@ from ..errors import CorruptCheckpoint, UnsafePickle, UnsupportedDtype
 from .checkpoint import Checkpoint, SourceBytes
 from .limits import Budget, short_repr
 from .torch_objects import ALLOWLIST, REFUSED, Storage, TorchDType, storage_bytes_of, storage_reference
-from .unpickler import restricted_load
+from .unpickler import RestrictedUnpickler
 
 MAGIC_NUMBER = 0x1950A86A20F9469CFC6C
 PROTOCOL_VERSION = 1001
@@ -98,18 +98,22 @@ def load_torch_legacy(data: SourceBytes, fileobj: BinaryIO, label: str, budget: 
     """Unpickle a legacy checkpoint through the allowlist and locate each storage's bytes.
 
     ``fileobj`` reads through ``data`` (:meth:`SourceBytes.file`); the caller closes ``data``."""
+
+    def plain(part: str) -> Any:  # the pickles around the tree hold plain values: nothing allowed
+        return RestrictedUnpickler(fileobj, allowlist={}, where=f"{label} ({part})", budget=budget).load()
+
     fileobj.seek(0)
-    magic = restricted_load(fileobj, allowlist={}, where=f"{label} (magic number)", budget=budget)
+    magic = plain("magic number")
     if magic != MAGIC_NUMBER:
         raise CorruptCheckpoint(f"{label}: not a torch checkpoint (magic number {short_repr(magic)})")
-    protocol = restricted_load(fileobj, allowlist={}, where=f"{label} (protocol version)", budget=budget)
+    protocol = plain("protocol version")
     if protocol != PROTOCOL_VERSION:
         raise CorruptCheckpoint(f"{label}: unknown legacy protocol version {short_repr(protocol)}")
-    restricted_load(fileobj, allowlist={}, where=f"{label} (sys_info)", budget=budget)
+    plain("sys_info")
     storages = _LegacyStorages(data, label)
-    tree = restricted_load(
+    tree = RestrictedUnpickler(
         fileobj, allowlist=ALLOWLIST, refused=REFUSED, persistent_load=storages, where=label, budget=budget
-    )
-    keys = restricted_load(fileobj, allowlist={}, where=f"{label} (storage keys)", budget=budget)
+    ).load()
+    keys = plain("storage keys")
     storages.locate(fileobj, keys)
     return Checkpoint("torch-legacy", tree, "pt", storage_bytes_of, budget)

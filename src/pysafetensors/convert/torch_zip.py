@@ -19,7 +19,7 @@ from ..errors import CorruptCheckpoint, UnsupportedCheckpoint
 from .checkpoint import Checkpoint, SourceBytes, check_member, zip_data_start
 from .limits import Budget, short_repr
 from .torch_objects import ALLOWLIST, REFUSED, Storage, storage_bytes_of, storage_reference
-from .unpickler import restricted_load
+from .unpickler import RestrictedUnpickler
 
 
 def _find_pickle(names: list[str], label: str) -> str:
@@ -108,10 +108,10 @@ def load_torch_zip(data: SourceBytes, fileobj: BinaryIO, label: str, budget: Bud
             if byteorder not in ("little", "big"):
                 raise CorruptCheckpoint(f"{label}: unknown byteorder {short_repr(byteorder)}")
         storages = _ZipStorages(zf, data, prefix, byteorder, label, budget)
-        tree = restricted_load(
+        tree = RestrictedUnpickler(
             _read(zf, data, pkl, label, budget), allowlist=ALLOWLIST, refused=REFUSED,
             persistent_load=storages, where=f"{label}:{pkl}", budget=budget,
-        )
+        ).load()
     except BaseException:
         zf.close()
         raise

@@ -64,11 +64,13 @@ def argument_cost(args: tuple[Any, ...]) -> int:
 
 
 class _BoundedReader:
-    """A read-only view of ``limit`` bytes of a binary file from its current position."""
+    """A read-only view of a binary file from its current position to its end (as it is now)."""
 
-    def __init__(self, file: BinaryIO, limit: int) -> None:
+    def __init__(self, file: BinaryIO) -> None:
         self._file = file
-        self._left = limit
+        here = file.tell()
+        self._left = file.seek(0, io.SEEK_END) - here
+        file.seek(here)
 
     def tell(self) -> int:
         return self._file.tell()
@@ -102,7 +104,9 @@ _PyUnpickler: Any = pickle._Unpickler
 
 
 class RestrictedUnpickler(_PyUnpickler):  # type: ignore[misc]  # a subclass of Any (see above)
-    """Unpickle with ``allowlist`` as the only namespace.
+    """An unpickler of bytes or a file (``load()`` reads one object, from the file's current
+    position to its end at most) with ``allowlist`` as the only namespace, charging ``budget``:
+    the source's, shared by every pickle of one file.
 
     ``allowlist`` maps ``(module, name)`` to the object the global stands for (an
     :class:`Allowed` for callables, any inert value otherwise).  ``refused`` maps known globals
@@ -114,16 +118,16 @@ class RestrictedUnpickler(_PyUnpickler):  # type: ignore[misc]  # a subclass of 
 
     def __init__(
         self,
-        file: BinaryIO,
+        data: bytes | BinaryIO,
         *,
-        limit: int,
         allowlist: Mapping[tuple[str, str], Any],
         persistent_load: Callable[[Any], Any] | None = None,
         refused: Mapping[tuple[str, str], Callable[[str, int], SafetensorError]] | None = None,
         where: str = "pickle",
         budget: Budget,
     ) -> None:
-        self._reader = _BoundedReader(file, limit)
+        file = io.BytesIO(data) if isinstance(data, (bytes, bytearray, memoryview)) else data
+        self._reader = _BoundedReader(file)
         super().__init__(self._reader, encoding="ASCII", fix_imports=True)
         self._budget = budget
         self._allowlist = allowlist
@@ -349,24 +353,3 @@ for _op in (pickle.OBJ, pickle.EXT1, pickle.EXT2, pickle.EXT4):
 # already go through the methods above; listed here so a reader sees every code-reaching opcode.
 assert pickle.GLOBAL[0] in _D and pickle.STACK_GLOBAL[0] in _D and pickle.BINPERSID[0] in _D
 
-
-def restricted_load(
-    data: bytes | BinaryIO,
-    *,
-    allowlist: Mapping[tuple[str, str], Any],
-    persistent_load: Callable[[Any], Any] | None = None,
-    refused: Mapping[tuple[str, str], Callable[[str, int], SafetensorError]] | None = None,
-    where: str = "pickle",
-    budget: Budget,
-) -> Any:
-    """Unpickle one object from bytes or a file (read from its current position to its end, at
-    most), charging ``budget``: the source's, shared by every pickle of one file."""
-    file: BinaryIO = io.BytesIO(data) if isinstance(data, (bytes, bytearray, memoryview)) else data
-    here = file.tell()
-    limit = file.seek(0, io.SEEK_END) - here
-    file.seek(here)
-    unpickler = RestrictedUnpickler(
-        file, limit=limit, allowlist=allowlist, persistent_load=persistent_load,
-        refused=refused, where=where, budget=budget,
-    )
-    return unpickler.load()
