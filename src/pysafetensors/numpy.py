@@ -43,13 +43,7 @@ def _storage_id(array: Any) -> int | None:
 
 
 save, save_file, save_sharded, load, load_file = declare(
-    __name__,
-    _adapter,
-    framework="np",
-    what="arrays",
-    face=Face,
-    argument="tensor_dict",
-    storage_id=_storage_id,
+    __name__, _adapter, framework="np", what="arrays", face=Face, argument="tensor_dict", storage_id=_storage_id,
     docs={
         "save": """Serialize arrays to safetensors bytes.  Fortran-order, strided and big-endian
     arrays are written in logical C order, little-endian; the inputs are never modified.""",

@@ -203,14 +203,8 @@ def _storage_id(tensor: Any) -> tuple[str, int] | None:
 
 
 save, save_file, save_sharded, load, load_file = declare(
-    __name__,
-    _adapter,
-    framework="pt",
-    what="tensors",
-    face=FileOnDeviceFace,
-    check=_evaluate_tensors_for_save,
-    storage_id=_storage_id,
-    shard_format="pt",
+    __name__, _adapter, framework="pt", what="tensors", face=FileOnDeviceFace,
+    check=_evaluate_tensors_for_save, storage_id=_storage_id, shard_format="pt",
     docs={
         "save": """Serialize tensors to safetensors bytes.""",
         "save_file": """Save tensors to ``filename``: streamed from the tensors' memory, atomic rename.
