@@ -23,11 +23,22 @@ from ..format.dtypes import BY_CODE, DType
 from ..format.header import TensorInfo
 from ..io.protocols import ByteSource, ViewSource, capabilities
 from .check import require_valid
-from .header import GGUFHeader, GGUFTensorInfo, parse_gguf_header
+from .header import GGUFHeader, GGUFTensorInfo, Reader, parse_gguf_header
 from .types import PLAIN_TYPES, byte_range
 
 if TYPE_CHECKING:
     from typing_extensions import Self
+
+
+def source_reader(source: ByteSource) -> Reader:
+    """``read(offset, n)`` over ``source``, as the header parser and :func:`~.check.validate_gguf` read."""
+
+    def read(offset: int, n: int) -> bytes:
+        buf = bytearray(n)
+        source.read_into(offset, memoryview(buf))
+        return bytes(buf)
+
+    return read
 
 
 def value_dtype(info: GGUFTensorInfo) -> DType:
@@ -103,7 +114,7 @@ class GGUFFile:
         self.source = source
         self.name: str = source.name or "<gguf>"
         try:
-            self.header: GGUFHeader = header if header is not None else parse_gguf_header(self._read, source.size)
+            self.header: GGUFHeader = header if header is not None else parse_gguf_header(source_reader(source), source.size)
             if validate:
                 require_valid(self.header, unknown_types=unknown_types)
         except BaseException:
@@ -118,11 +129,6 @@ class GGUFFile:
         """Which of ``parts`` holds the tensor (0 for a single file)."""
         self.info(name)
         return self._owner.get(name, 0)
-
-    def _read(self, offset: int, length: int) -> bytes:
-        buf = bytearray(length)
-        self.source.read_into(offset, memoryview(buf))
-        return bytes(buf)
 
     # --- header facts -----------------------------------------------------------------------
     @property
@@ -312,4 +318,5 @@ def dequantize(raw: Any, info: GGUFTensorInfo) -> Any:
         raise GGUFUnsupported(f"tensor {info.name!r}: {info.type_name}: {e}", tensor=info.name) from None
 
 
-__all__ = ["DecodedBytes", "GGUFFile", "GGUFTensor", "dequantize", "row_count", "row_elements", "value_dtype"]
+__all__ = ["DecodedBytes", "GGUFFile", "GGUFTensor", "dequantize", "row_count", "row_elements", "source_reader",
+           "value_dtype"]

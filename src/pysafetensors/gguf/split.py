@@ -29,7 +29,7 @@ from ..io.locate import sibling
 from ..io.protocols import ByteSource, capabilities
 from .check import GGUFProblem, GGUFValidation, check_layout, validate_gguf
 from .header import GGUFField, GGUFHeader
-from .reader import GGUFFile
+from .reader import GGUFFile, source_reader
 from .types import ValueType
 
 #: u16: which file of the set this is, from 0
@@ -232,7 +232,7 @@ def check_split_set(name: str, header: GGUFHeader, size: int, open_part: PartOpe
                                                        code="missing_split")))
                 continue
             try:
-                found = validate_gguf(_reader(source), source.size)
+                found = validate_gguf(source_reader(source), source.size)
                 out.size += source.size
             finally:
                 source.close()
@@ -255,15 +255,6 @@ def check_split_set(name: str, header: GGUFHeader, size: int, open_part: PartOpe
         out.problems.append((None, GGUFProblem(f"split.tensors.count says {first_declared} tensors, the files "
                                                f"hold {len(seen)}", code="split_tensors")))
     return out
-
-
-def _reader(source: ByteSource) -> Callable[[int, int], bytes]:
-    def read(offset: int, n: int) -> bytes:
-        buf = bytearray(n)
-        source.read_into(offset, memoryview(buf))
-        return bytes(buf)
-
-    return read
 
 
 __all__ = ["SPLIT_COUNT", "SPLIT_NO", "SPLIT_TENSORS", "SplitCheck", "SplitSource", "SplitViewSource", "check_split_set",

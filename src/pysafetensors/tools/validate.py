@@ -16,6 +16,7 @@ from ..errors import HeaderError, SourceError
 from ..format.header import Header, validate_header
 from ..format.index import check_shard
 from ..gguf.check import validate_gguf
+from ..gguf.reader import source_reader
 from ..gguf.split import PartOpener, check_split_set, split_count
 from ..io.locate import find_in_directory, is_index_name, is_sharded_path, locate
 from ..io.protocols import ByteSource
@@ -62,13 +63,7 @@ def validate(path: str, storage_options: Mapping[str, Any] | None = None, *,
 def _validate_gguf(path: str, source: ByteSource, open_part: PartOpener | None = None) -> ValidateResult:
     """A GGUF file (its magic first): :func:`pysafetensors.gguf.check.validate_gguf`'s problems;
     a file of a split set checks the whole set (:func:`pysafetensors.gguf.split.check_split_set`)."""
-
-    def read(offset: int, n: int) -> bytes:
-        buf = bytearray(n)
-        source.read_into(offset, memoryview(buf))
-        return bytes(buf)
-
-    found = validate_gguf(read, source.size)
+    found = validate_gguf(source_reader(source), source.size)
     r = ValidateResult(path, found.valid, source.size)
     if found.header is not None:
         r.header_size = found.header.data_offset
