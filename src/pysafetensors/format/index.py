@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import re
 import urllib.parse
+from collections import Counter
 from collections.abc import Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -124,11 +125,16 @@ class ShardIndex:
     @property
     def shards(self) -> list[str]:
         """Shard file names, sorted (so model-00001-of-N comes first)."""
-        return sorted(self._by_shard)
+        return sorted(self._counts)
 
     def tensors_in(self, shard: str) -> list[str]:
         """The tensors the weight map puts in ``shard``, sorted."""
         return list(self._by_shard.get(shard, ()))
+
+    @cached_property
+    def _counts(self) -> dict[str, int]:
+        """How many tensors the weight map puts in each shard (counted in C)."""
+        return Counter(self.weight_map.values())
 
     @cached_property
     def _by_shard(self) -> dict[str, tuple[str, ...]]:
@@ -223,21 +229,23 @@ def check_shard(
     present = list(tensor_names)
     present_set = set(present)
     weight_map = index.weight_map
-    mapped = index._by_shard.get(shard, ())
-    missing = tuple(n for n in mapped if n not in present_set)
+    missing: tuple[str, ...]
     unmapped: tuple[str, ...]
     elsewhere: tuple[str, ...]
-    if not missing and len(present_set) == len(mapped) == len(present):
-        # The shard holds exactly the tensors mapped to it: none is unmapped or elsewhere.
-        unmapped = elsewhere = ()
+    if len(present_set) == len(present) == index._counts.get(shard, 0) and set(map(weight_map.get, present)) == {shard}:
+        # Every tensor present is mapped here and as many are mapped here as are present: the
+        # shard holds exactly the tensors mapped to it (checked in C, whatever their number).
+        missing = unmapped = elsewhere = ()
     else:
+        mapped = index._by_shard.get(shard, ())
+        missing = tuple(n for n in mapped if n not in present_set)
         unmapped = tuple(n for n in present if n not in weight_map)
         elsewhere = tuple(n for n in present if n in weight_map and weight_map[n] != shard)
     shard_id = (shard_metadata or {}).get(CHECKPOINT_ID_KEY)
     return ShardCheck(shard, missing, unmapped, elsewhere, index.checkpoint_id, shard_id)
 
 
-def parse_index(data: bytes | str, name: str = "index") -> ShardIndex:
+def parse_index(data: bytes | bytearray | str, name: str = "index") -> ShardIndex:
     """Parse and validate an index file's contents.
 
     A key given twice in the index object or its ``weight_map`` is an error (which shard holds
@@ -266,17 +274,20 @@ def parse_index(data: bytes | str, name: str = "index") -> ShardIndex:
     metadata = {} if metadata is None else metadata
     if not isinstance(metadata, dict):
         raise InvalidIndex(f"{name}: 'metadata' must be an object, found {type(metadata).__name__}")
-    for tensor in weight_map:
-        if not isinstance(tensor, str):  # JSON keys always are; kept for hand-built dicts
-            raise InvalidIndex(f"{name}: tensor name {tensor!r} is not a string")
+    # Tensor names are JSON object keys: always strings.
     try:
-        # A few shard names, each repeated for hundreds of tensors: each checked once, the
-        # first bad one in the weight map's order reported.
-        shards: Iterable[Any] = dict.fromkeys(weight_map.values())
+        # A few shard names, each repeated for hundreds of tensors: each checked once.
+        shards: Iterable[Any] = set(weight_map.values())
     except TypeError:  # an unhashable value (a list, an object): every value in order
         shards = weight_map.values()
-    for shard in shards:
-        validate_shard_name(shard, name)
+    try:
+        for shard in shards:
+            validate_shard_name(shard, name)
+    except InvalidIndex:
+        if isinstance(shards, set):  # the first bad name in the weight map's order is reported
+            for shard in dict.fromkeys(weight_map.values()):
+                validate_shard_name(shard, name)
+        raise
     return ShardIndex(weight_map=dict(weight_map), metadata=dict(metadata))
 
 
