@@ -103,6 +103,32 @@ def test_the_first_bad_shard_name_in_weight_map_order_is_reported() -> None:
         assert repr(first_bad) in str(e.value)
 
 
+DUP = "appears twice"
+
+
+@pytest.mark.parametrize(
+    ("text", "verdict"),
+    [
+        ('{"weight_map": {"a": "s.safetensors", "a": "t.safetensors"}}', DUP),
+        ('{"weight_map": {"aA": "s.safetensors", "a\\u0041": "t.safetensors"}}', DUP),  # the same key, escaped
+        ('{"weight_map": {}, "weight_map": {"a": "s.safetensors"}}', DUP),
+        ('{"metadata": {"k": "1", "k": "2"}, "weight_map": {"a": "s.safetensors"}}', {"k": "2"}),  # last wins
+        ('{"metadata": {"k": [{"x": 1, "x": "2"}]}, "weight_map": {"a": "s.safetensors"}}', {"k": [{"x": "2"}]}),
+        ('{"weight_map": {"a\\"b": "s.safetensors", "a": "s.safetensors"}}', {}),
+        ('{"metadata": {"n": [1, "two", {"3": null}]}, "weight_map": {"a": "s.safetensors"}}',
+         {"n": [1, "two", {"3": None}]}),
+    ],
+)
+def test_a_key_given_twice_is_found_in_any_text(text: str, verdict: object) -> None:
+    # str, UTF-8 and UTF-16 bytes (json reads all three): the same verdict.
+    for data in (text, text.encode("utf-8"), text.encode("utf-16")):
+        if verdict == DUP:
+            with pytest.raises(InvalidIndex, match=DUP):
+                parse_index(data, "i.json")
+        else:
+            assert parse_index(data, "i.json").metadata == verdict
+
+
 def _check_by_definition(weight_map: dict[str, str], shard: str, present: list[str]) -> tuple[tuple[str, ...], ...]:
     """check_shard's three lists, spelled out one tensor at a time."""
     missing = tuple(sorted(n for n, s in weight_map.items() if s == shard and n not in present))

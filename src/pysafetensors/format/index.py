@@ -245,6 +245,43 @@ def check_shard(
     return ShardCheck(shard, missing, unmapped, elsewhere, index.checkpoint_id, shard_id)
 
 
+def _no_key_dropped(data: bytes | bytearray | str, obj: Any) -> bool:
+    """Whether ``json.loads`` kept every key of ``data`` (gave ``obj``): True only when it
+    surely did.  A key given twice drops the first pair, so ``obj`` then holds fewer strings
+    than ``data`` has; without a backslash every ``"`` in the text delimits a string, so
+    counting them (in C) counts the strings.  With a backslash: False (``KeyedObject`` tells)."""
+    if isinstance(data, str):
+        if "\\" in data:
+            return False
+        quotes = data.count('"')
+    else:
+        if b"\\" in data:
+            return False
+        quotes = data.count(b'"')
+    try:
+        return quotes == 2 * _strings(obj)
+    except RecursionError:  # nested deeper than this stack allows: the careful parse decides
+        return False
+
+
+def _strings(value: Any) -> int:
+    """How many strings a decoded JSON value holds, keys included; the strings and scalars of
+    a container counted in C, only nested containers recursed into."""
+    if isinstance(value, dict):
+        n = len(value)
+        values: Any = value.values()
+    elif isinstance(value, list):
+        n = 0
+        values = value
+    else:
+        return 1 if isinstance(value, str) else 0
+    types = list(map(type, values))
+    n += types.count(str)
+    if dict in types or list in types:
+        n += sum(_strings(v) for v in values if type(v) is dict or type(v) is list)
+    return n
+
+
 def parse_index(data: bytes | bytearray | str, name: str = "index") -> ShardIndex:
     """Parse and validate an index file's contents.
 
@@ -252,7 +289,9 @@ def parse_index(data: bytes | bytearray | str, name: str = "index") -> ShardInde
     the tensor would depend on the parser), and so is JSON nested too deeply to parse.
     """
     try:
-        obj = json.loads(data, object_pairs_hook=KeyedObject.of)
+        obj = json.loads(data)
+        if not _no_key_dropped(data, obj):  # a key given twice, or a text the count cannot tell
+            obj = json.loads(data, object_pairs_hook=KeyedObject.of)
     except RecursionError:
         raise InvalidIndex(f"{name}: JSON nested too deeply to parse (not an index)") from None
     except (ValueError, UnicodeDecodeError) as e:
