@@ -2,8 +2,10 @@
 
 Reading: ``handle.open_file`` hands a ``*.index.json`` (local, URL or fsspec), or a local
 directory holding one, to :func:`open_index`, which makes a :class:`ShardedFile`: names and
-metadata come from the index, and each shard is opened only when one of its tensors is asked
-for, and checked against the index then (``format.index.check_shard``).  Writing:
+metadata come from the index; a shard's header is read (with ``pread``, for a local one) when
+one of its tensors' dtype or shape is asked for, and the shard is opened for reading (mapped,
+its backend chosen) when one of its tensors is read; either way it is checked against the
+index the first time (``format.index.check_shard``).  Writing:
 :func:`write_sharded` plans shards greedily in key order (huggingface_hub's rule), stages every
 file, then publishes the set in an order that never shows a reader a mixed or partial set as a
 checkpoint (see its docstring).
