@@ -30,7 +30,7 @@ from .errors import (
 )
 from .format._gcpause import paused_gc
 from .format.dtypes import DType
-from .format.header import HEADER_CAP, TensorInfo
+from .format.header import HEADER_CAP, Header, TensorInfo, parse_header
 from .format.index import (
     CHECKPOINT_ID_KEY,
     DEFAULT_MAX_SHARD_SIZE,
@@ -56,9 +56,10 @@ from .io.memory import mem_available
 from .io.protocols import capabilities
 from .io.registry import check_backend, open_source, sibling_url, url_scheme
 from .io.sources import PreadSource
-from .reader import RawTensor, RegionRead, SafeFile, check_threads, default_threads
+from .reader import RawTensor, RegionRead, SafeFile, check_threads, default_threads, read_header_bytes
 
 if TYPE_CHECKING:
+    from .io.protocols import ByteSource
     from .io.targets import StorageOptions
     from .writer import WriteItem
 
@@ -560,12 +561,32 @@ def open_index(
         def shard_location(shard: str) -> str:
             return os.path.join(directory, shard)
 
+    # Each shard's header as last read: its bytes, the file's size then, and the parse.  A shard
+    # opened again (for its tensors after its header alone was read, or after it was closed to
+    # keep OPEN_SHARDS) still reads its header from the new source, and takes the parse when
+    # those bytes and the size are the same (the parse depends on nothing else).
+    seen: dict[str, tuple[bytearray, int, Header]] = {}
+
+    def with_header(shard: str, src: ByteSource) -> SafeFile:
+        try:
+            raw = read_header_bytes(src)
+            known = seen.get(shard)
+            if known is not None and known[1] == src.size and known[0] == raw:
+                header = known[2]
+            else:
+                header = parse_header(raw, src.size)
+                seen[shard] = (raw, src.size, header)
+        except BaseException:
+            src.close()
+            raise
+        return SafeFile(src, header)
+
     def open_shard(shard: str) -> SafeFile:
         where = shard_location(shard)
-        return SafeFile(open_source(where, backend_for(where), storage_options))
+        return with_header(shard, open_source(where, backend_for(where), storage_options))
 
     def read_header(shard: str) -> SafeFile:
-        f = SafeFile(PreadSource(shard_location(shard)))
+        f = with_header(shard, PreadSource(shard_location(shard)))
         f.close()
         return f
 

@@ -142,3 +142,32 @@ def test_describing_every_tensor_maps_no_shard(tmp_path: Path, monkeypatch: pyte
         assert f.get_slice("layer.0.weight").get_shape() == [100, 1]  # its header still answers
     with pytest.raises(Exception, match="closed"):
         f.get_slice("layer.0.weight")
+
+
+def test_a_shard_opened_again_reuses_its_parse_only_when_its_header_is_the_same(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pysafetensors import sharded
+
+    arrays = {f"layer.{i}.weight": _a(100 + i).reshape(-1, 1) for i in range(4)}
+    index = save_sharded(arrays, tmp_path, max_shard_size=500)  # one shard per tensor
+    parsed: list[int] = []
+    real = sharded.parse_header
+    monkeypatch.setattr(sharded, "parse_header", lambda raw, size: parsed.append(size) or real(raw, size))
+    with safe_open(index, "np") as f:
+        for k in f.keys():  # noqa: SIM118  (safe_open is not a mapping)
+            f.get_slice(k).get_shape()  # each header read alone
+        for k in f.keys():  # noqa: SIM118
+            np.testing.assert_array_equal(f.get_tensor(k), arrays[k])  # each shard opened: no parse again
+        assert len(parsed) == len(arrays)
+        # A shard rewritten meanwhile (another layout, same tensor) is parsed afresh and read right.
+        first = "layer.0.weight"
+        shard = f._file.index.weight_map[first]
+        checkpoint_id = f._file.index.checkpoint_id
+        for k in list(f.keys())[1:]:
+            f.get_tensor(k)  # the first shard is closed to keep OPEN_SHARDS
+        assert shard not in f._file._recent
+        new = np.arange(100, dtype=np.float64).reshape(-1, 1)
+        save_file({first: new}, tmp_path / shard, metadata={CHECKPOINT_ID_KEY: checkpoint_id})
+        np.testing.assert_array_equal(f.get_tensor(first), new)
+        assert len(parsed) == len(arrays) + 1
