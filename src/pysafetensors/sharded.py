@@ -2,8 +2,10 @@
 
 Reading: ``handle.open_file`` hands a ``*.index.json`` (local, URL or fsspec), or a local
 directory holding one, to :func:`open_index`, which makes a :class:`ShardedFile`: names and
-metadata come from the index, and each shard is opened only when one of its tensors is asked
-for, and checked against the index then (``format.index.check_shard``).  Writing:
+metadata come from the index; a shard's header is read (with ``pread``, for a local one) when
+one of its tensors' dtype or shape is asked for, and the shard is opened for reading (mapped,
+its backend chosen) when one of its tensors is read; either way it is checked against the
+index the first time (``format.index.check_shard``).  Writing:
 :func:`write_sharded` plans shards greedily in key order (huggingface_hub's rule), stages every
 file, then publishes the set in an order that never shows a reader a mixed or partial set as a
 checkpoint (see its docstring).
@@ -28,7 +30,7 @@ from .errors import (
 )
 from .format._gcpause import paused_gc
 from .format.dtypes import DType
-from .format.header import HEADER_CAP, TensorInfo
+from .format.header import HEADER_CAP, Header, TensorInfo, parse_header
 from .format.index import (
     CHECKPOINT_ID_KEY,
     DEFAULT_MAX_SHARD_SIZE,
@@ -52,10 +54,12 @@ from .io.locate import (
 )
 from .io.memory import mem_available
 from .io.protocols import capabilities
-from .io.registry import open_source, sibling_url, url_scheme
-from .reader import RawTensor, RegionRead, SafeFile, check_threads, default_threads
+from .io.registry import check_backend, open_source, sibling_url, url_scheme
+from .io.sources import PreadSource
+from .reader import RawTensor, RegionRead, SafeFile, check_threads, default_threads, read_header_bytes
 
 if TYPE_CHECKING:
+    from .io.protocols import ByteSource
     from .io.targets import StorageOptions
     from .writer import WriteItem
 
@@ -84,10 +88,14 @@ class ShardedFile:
         locate: Callable[[str], str] | None = None,
         *,
         remote: bool = False,
+        read_header: Callable[[str], SafeFile] | None = None,
     ) -> None:
         self.index = index
         self.name = name
         self._open_shard = open_shard
+        # A shard's header alone, its file closed when it is returned (``describe`` and
+        # ``info`` need no more); None: they open the shard as a read does.
+        self._read_header = read_header
         # Shards behind a network round trip each: their headers are fetched concurrently.
         self.remote = remote
         # Where a shard lives (a path or URL next to the index), for tools that read it raw.
@@ -97,13 +105,17 @@ class ShardedFile:
         # Shards opened for single tensors (``file_of``), least recently used first: at most
         # OPEN_SHARDS of them.
         self._recent: dict[str, SafeFile] = {}
-        # Shards closed to keep OPEN_SHARDS: their parsed headers still answer ``info``.
+        # Shards not open now whose headers were read: closed to keep OPEN_SHARDS, or read for
+        # their header only.  Their parsed headers still answer ``info``.
         self._evicted: dict[str, SafeFile] = {}
         self._checks: dict[str, ShardCheck] = {}
-        # Every shard opened so far that holds all the tensors the index maps to it:
-        # ``describe`` (every get_slice) answers from its header with one lookup, whether the
-        # shard is still open or not.
-        self._complete: dict[str, SafeFile] = {}
+        # The dtype and shape of every tensor read so far from the shard the index maps it to,
+        # as columns (``_at``: name -> row), filled once per shard when it is first checked:
+        # ``describe`` (every get_slice) answers with one lookup, whether the shard is still
+        # open or not, and keeps no object per tensor (see ``format.header.Header``).
+        self._at: dict[str, int] = {}
+        self._dtypes: list[DType] = []
+        self._shapes: list[tuple[int, ...]] = []
         self._lock = threading.Lock()
         self._closed = False
 
@@ -171,9 +183,10 @@ class ShardedFile:
         # thread that loses the race to open the same shard closes its copy (``_adopt``).
         return self._adopt(shard, self._open_shard(shard))
 
-    def _adopt(self, shard: str, f: SafeFile, recent: bool = False) -> SafeFile:
+    def _adopt(self, shard: str, f: SafeFile, recent: bool = False, header_only: bool = False) -> SafeFile:
         """Check a freshly opened shard against the index and keep it (or the copy another
-        thread kept first); ``recent``: among the shards opened for single tensors."""
+        thread kept first); ``recent``: among the shards opened for single tensors;
+        ``header_only``: a closed file read for its header, kept with the evicted ones."""
         evicted: list[SafeFile] = []
         try:
             with self._lock:
@@ -187,11 +200,17 @@ class ShardedFile:
                     )
             with self._lock:
                 self.check_open()
-                check = self._checks.setdefault(shard, check)
+                if shard not in self._checks:
+                    self._checks[shard] = check
+                    self._add_columns(f, check)
+                else:
+                    check = self._checks[shard]
                 kept = self._shards.get(shard) or self._recent.get(shard)
-                if not check.missing:
-                    self._complete.setdefault(shard, kept or f)
-                if kept is None:
+                if header_only:
+                    kept = kept or self._evicted.get(shard)
+                    if kept is None:
+                        self._evicted[shard] = f
+                elif kept is None:
                     if recent:
                         self._recent[shard] = f
                         self._evicted.pop(shard, None)
@@ -212,6 +231,21 @@ class ShardedFile:
         if check.ignored and first:
             warnings.warn(UnmappedTensorWarning(check.describe_ignored(self.name)), stacklevel=3)
         return f
+
+    def _add_columns(self, f: SafeFile, check: ShardCheck) -> None:
+        """Add the dtype and shape of every tensor the index maps to ``f``'s shard (and it
+        holds) to the columns ``describe`` reads.  Under the lock, once per shard."""
+        header = f.header
+        names = header.names
+        base = len(self._dtypes)
+        self._dtypes.extend(header.dtypes)
+        self._shapes.extend(header.shapes)
+        rows = zip(names, range(base, base + len(names)))
+        if check.ignored:  # not read from this shard: left out, as every read leaves them out
+            ignored = set(check.ignored)
+            self._at.update((n, i) for n, i in rows if n not in ignored)
+        else:
+            self._at.update(rows)
 
     def _open_all(self, shards: Sequence[str], complete: bool = False) -> None:
         """Open (and check, see ``check``) every shard, in order; remote ones are opened
@@ -302,34 +336,40 @@ class ShardedFile:
                         raise  # still ours, so closed by something else: not an eviction
 
     # --- the SafeFile interface --------------------------------------------------------------
+    def _header_of(self, shard: str) -> SafeFile:
+        """A SafeFile with ``shard``'s header, checked against the index: an open shard, one
+        opened before (open or closed since), else its header read now (the shard opened for
+        single tensors when there is no header-only reader)."""
+        f = self._shards.get(shard) or self._recent.get(shard) or self._evicted.get(shard)
+        if f is not None:
+            return f
+        if self._read_header is None:
+            return self._adopt(shard, self._open_shard(shard), recent=True)
+        return self._adopt(shard, self._read_header(shard), header_only=True)
+
     def info(self, name: str) -> TensorInfo:
         shard = self._shard_of(name)
-        # Any shard opened before, open or closed since, answers from its header.
-        f = self._shards.get(shard) or self._recent.get(shard) or self._evicted.get(shard)
-        if f is None:
-            f = self.file_of(name)
-        else:
-            self._check_mapped(name, shard)
+        f = self._header_of(shard)
+        self._check_mapped(name, shard)
         return f.entry(name)
 
     def describe(self, name: str) -> tuple[DType, tuple[int, ...]]:
         """``name``'s dtype and shape (``info`` without building the entry): what every
-        ``get_slice`` asks, so the checks ``info`` makes are inlined here."""
+        ``get_slice`` asks, answered from the columns once its shard's header was read."""
         if self._closed:
             raise FileClosed("File is closed")
-        shard = self.index.weight_map.get(name) if isinstance(name, str) else None
-        if shard is None:
-            raise TensorNotFound(f"File does not contain tensor {name}", tensor=name)
-        f = self._complete.get(shard)
-        if f is None:
-            f = self._shards.get(shard) or self._recent.get(shard) or self._evicted.get(shard)
-            if f is None:
-                f = self.file_of(name)
-            else:
-                self._check_mapped(name, shard)
-        header = f.header
-        i = (header._index or header.index)[name]  # there: the shard's check found every name the index maps to it
-        return header.dtypes[i], header.shapes[i]
+        try:
+            i = self._at.get(name)
+        except TypeError:  # unhashable: no tensor's name
+            i = None
+        if i is None:
+            shard = self._shard_of(name)
+            self._header_of(shard)
+            self._check_mapped(name, shard)  # a mapped tensor its shard lacks: InvalidIndex
+            i = self._at.get(name)
+            if i is None:  # closed meanwhile (close empties ``_at``)
+                raise FileClosed("File is closed")
+        return self._dtypes[i], self._shapes[i]
 
     def raw(self, name: str) -> RawTensor:
         raw: RawTensor = self._single(name, lambda f: f.raw(name))
@@ -446,8 +486,7 @@ class ShardedFile:
                 return
             self._closed = True
             shards = [*self._shards.values(), *self._recent.values()]
-            self._shards, self._recent, self._evicted, self._checks = {}, {}, {}, {}
-            self._complete = {}
+            self._shards, self._recent, self._evicted, self._checks, self._at = {}, {}, {}, {}, {}
         for f in shards:
             f.close()
 
@@ -487,13 +526,19 @@ def open_index(
     location: Any, backend: str | None = None, storage_options: Mapping[str, Any] | None = None
 ) -> ShardedFile:
     """Open an index file (path or URL); shard files are resolved next to it and each opened
-    through ``io.open_source`` with ``backend`` (None: chosen per shard)."""
+    through ``io.open_source`` with ``backend`` (None: chosen per shard).
+
+    Local files are read with ``pread`` where only their bytes are wanted: the index, and a
+    shard's header when only its tensors' dtypes and shapes are asked for (``describe``,
+    ``info``); no backend is chosen and nothing is mapped until a tensor is read."""
     location = os.fspath(location) if isinstance(location, os.PathLike) else location
-    remote = url_scheme(location) not in (None, "file")
-    # Every file's backend (the index's, each shard's) is chosen by the filesystem it is on (a
-    # shard may be a mount point itself).
+    check_backend(backend)  # an invalid one is refused here, whichever files are read later
+    scheme = url_scheme(location)
+    remote = scheme not in (None, "file")
+    # Every file's backend (each shard's) is chosen by the filesystem it is on (a shard may be
+    # a mount point itself).
     backend_for = backend_chooser(backend, remote)
-    src = open_source(location, backend_for(location), storage_options)
+    src = PreadSource(location) if scheme is None else open_source(location, backend_for(location), storage_options)
     try:
         if src.size > INDEX_CAP:
             raise InvalidIndex(
@@ -505,8 +550,8 @@ def open_index(
     finally:
         src.close()
     name = src.name
-    index = parse_index(bytes(data), name)
-    if url_scheme(location) and url_scheme(location) != "file":
+    index = parse_index(data, name)
+    if remote:
 
         def shard_location(shard: str) -> str:
             return sibling_url(location, shard)
@@ -516,11 +561,38 @@ def open_index(
         def shard_location(shard: str) -> str:
             return os.path.join(directory, shard)
 
+    # Each shard's header as last read: its bytes, the file's size then, and the parse.  A shard
+    # opened again (for its tensors after its header alone was read, or after it was closed to
+    # keep OPEN_SHARDS) still reads its header from the new source, and takes the parse when
+    # those bytes and the size are the same (the parse depends on nothing else).
+    seen: dict[str, tuple[bytearray, int, Header]] = {}
+
+    def with_header(shard: str, src: ByteSource) -> SafeFile:
+        try:
+            raw = read_header_bytes(src)
+            known = seen.get(shard)
+            if known is not None and known[1] == src.size and known[0] == raw:
+                header = known[2]
+            else:
+                header = parse_header(raw, src.size)
+                seen[shard] = (raw, src.size, header)
+        except BaseException:
+            src.close()
+            raise
+        return SafeFile(src, header)
+
     def open_shard(shard: str) -> SafeFile:
         where = shard_location(shard)
-        return SafeFile(open_source(where, backend_for(where), storage_options))
+        return with_header(shard, open_source(where, backend_for(where), storage_options))
 
-    return ShardedFile(index, open_shard, name, shard_location, remote=remote)
+    def read_header(shard: str) -> SafeFile:
+        f = with_header(shard, PreadSource(shard_location(shard)))
+        f.close()
+        return f
+
+    # Remote: the shard opened for its header serves its reads too (each open is a round trip).
+    header_only = None if remote else read_header
+    return ShardedFile(index, open_shard, name, shard_location, remote=remote, read_header=header_only)
 
 
 # --- writing ------------------------------------------------------------------------------

@@ -11,6 +11,7 @@ import pytest
 from pysafetensors.errors import InvalidIndex
 from pysafetensors.format.index import (
     ShardIndex,
+    check_shard,
     encode_index,
     index_file_name,
     parse_index,
@@ -89,6 +90,64 @@ def test_index_round_trip_and_text_format() -> None:
 def test_bad_index_is_invalid_index(data: bytes) -> None:
     with pytest.raises(InvalidIndex):
         parse_index(data, "m.safetensors.index.json")
+
+
+def test_the_first_bad_shard_name_in_weight_map_order_is_reported() -> None:
+    # Shard names are checked once each, not in order; the one reported is still the first.
+    for order in (["a", "b", "c", "d"], ["d", "c", "b", "a"]):
+        values = {"a": "ok.safetensors", "b": "../up.safetensors", "c": "ok.safetensors", "d": "/abs.safetensors"}
+        weight_map = {k: values[k] for k in order}
+        with pytest.raises(InvalidIndex) as e:
+            parse_index(json.dumps({"weight_map": weight_map}), "i.json")
+        first_bad = next(values[k] for k in order if values[k] != "ok.safetensors")
+        assert repr(first_bad) in str(e.value)
+
+
+DUP = "appears twice"
+
+
+@pytest.mark.parametrize(
+    ("text", "verdict"),
+    [
+        ('{"weight_map": {"a": "s.safetensors", "a": "t.safetensors"}}', DUP),
+        ('{"weight_map": {"aA": "s.safetensors", "a\\u0041": "t.safetensors"}}', DUP),  # the same key, escaped
+        ('{"weight_map": {}, "weight_map": {"a": "s.safetensors"}}', DUP),
+        ('{"metadata": {"k": "1", "k": "2"}, "weight_map": {"a": "s.safetensors"}}', {"k": "2"}),  # last wins
+        ('{"metadata": {"k": [{"x": 1, "x": "2"}]}, "weight_map": {"a": "s.safetensors"}}', {"k": [{"x": "2"}]}),
+        ('{"weight_map": {"a\\"b": "s.safetensors", "a": "s.safetensors"}}', {}),
+        ('{"metadata": {"n": [1, "two", {"3": null}]}, "weight_map": {"a": "s.safetensors"}}',
+         {"n": [1, "two", {"3": None}]}),
+    ],
+)
+def test_a_key_given_twice_is_found_in_any_text(text: str, verdict: object) -> None:
+    # str, UTF-8 and UTF-16 bytes (json reads all three): the same verdict.
+    for data in (text, text.encode("utf-8"), text.encode("utf-16")):
+        if verdict == DUP:
+            with pytest.raises(InvalidIndex, match=DUP):
+                parse_index(data, "i.json")
+        else:
+            assert parse_index(data, "i.json").metadata == verdict
+
+
+def _check_by_definition(weight_map: dict[str, str], shard: str, present: list[str]) -> tuple[tuple[str, ...], ...]:
+    """check_shard's three lists, spelled out one tensor at a time."""
+    missing = tuple(sorted(n for n, s in weight_map.items() if s == shard and n not in present))
+    unmapped = tuple(n for n in present if n not in weight_map)
+    elsewhere = tuple(n for n in present if n in weight_map and weight_map[n] != shard)
+    return missing, unmapped, elsewhere
+
+
+def test_check_shard_agrees_with_its_definition() -> None:
+    # Shapes that keep the counts equal while the names differ (a swap, an unmapped name in
+    # place of a missing one) as well as the exact match checked in one pass.
+    weight_map = {"a": "s1", "b": "s1", "c": "s2", "d": "s2", "e": "s3"}
+    index = ShardIndex(weight_map)
+    cases = [["a", "b"], ["b", "a"], ["a", "c"], ["a", "x"], ["a"], ["a", "b", "c"], [], ["x", "y"], ["c", "d"],
+             ["e"], ["a", "b", "x"]]
+    for shard in ("s1", "s2", "s3", "s4"):
+        for present in cases:
+            got = check_shard(index, shard, present, None)
+            assert (got.missing, got.unmapped, got.elsewhere) == _check_by_definition(weight_map, shard, present)
 
 
 def test_file_names_follow_transformers() -> None:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import re
 import urllib.parse
+from collections import Counter
 from collections.abc import Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -124,11 +125,16 @@ class ShardIndex:
     @property
     def shards(self) -> list[str]:
         """Shard file names, sorted (so model-00001-of-N comes first)."""
-        return sorted(self._by_shard)
+        return sorted(self._counts)
 
     def tensors_in(self, shard: str) -> list[str]:
         """The tensors the weight map puts in ``shard``, sorted."""
         return list(self._by_shard.get(shard, ()))
+
+    @cached_property
+    def _counts(self) -> dict[str, int]:
+        """How many tensors the weight map puts in each shard (counted in C)."""
+        return Counter(self.weight_map.values())
 
     @cached_property
     def _by_shard(self) -> dict[str, tuple[str, ...]]:
@@ -223,28 +229,69 @@ def check_shard(
     present = list(tensor_names)
     present_set = set(present)
     weight_map = index.weight_map
-    mapped = index._by_shard.get(shard, ())
-    missing = tuple(n for n in mapped if n not in present_set)
+    missing: tuple[str, ...]
     unmapped: tuple[str, ...]
     elsewhere: tuple[str, ...]
-    if not missing and len(present_set) == len(mapped) == len(present):
-        # The shard holds exactly the tensors mapped to it: none is unmapped or elsewhere.
-        unmapped = elsewhere = ()
+    if len(present_set) == len(present) == index._counts.get(shard, 0) and set(map(weight_map.get, present)) == {shard}:
+        # Every tensor present is mapped here and as many are mapped here as are present: the
+        # shard holds exactly the tensors mapped to it (checked in C, whatever their number).
+        missing = unmapped = elsewhere = ()
     else:
+        mapped = index._by_shard.get(shard, ())
+        missing = tuple(n for n in mapped if n not in present_set)
         unmapped = tuple(n for n in present if n not in weight_map)
         elsewhere = tuple(n for n in present if n in weight_map and weight_map[n] != shard)
     shard_id = (shard_metadata or {}).get(CHECKPOINT_ID_KEY)
     return ShardCheck(shard, missing, unmapped, elsewhere, index.checkpoint_id, shard_id)
 
 
-def parse_index(data: bytes | str, name: str = "index") -> ShardIndex:
+def _no_key_dropped(data: bytes | bytearray | str, obj: Any) -> bool:
+    """Whether ``json.loads`` kept every key of ``data`` (gave ``obj``): True only when it
+    surely did.  A key given twice drops the first pair, so ``obj`` then holds fewer strings
+    than ``data`` has; without a backslash every ``"`` in the text delimits a string, so
+    counting them (in C) counts the strings.  With a backslash: False (``KeyedObject`` tells)."""
+    if isinstance(data, str):
+        if "\\" in data:
+            return False
+        quotes = data.count('"')
+    else:
+        if b"\\" in data:
+            return False
+        quotes = data.count(b'"')
+    try:
+        return quotes == 2 * _strings(obj)
+    except RecursionError:  # nested deeper than this stack allows: the careful parse decides
+        return False
+
+
+def _strings(value: Any) -> int:
+    """How many strings a decoded JSON value holds, keys included; the strings and scalars of
+    a container counted in C, only nested containers recursed into."""
+    if isinstance(value, dict):
+        n = len(value)
+        values: Any = value.values()
+    elif isinstance(value, list):
+        n = 0
+        values = value
+    else:
+        return 1 if isinstance(value, str) else 0
+    types = list(map(type, values))
+    n += types.count(str)
+    if dict in types or list in types:
+        n += sum(_strings(v) for v in values if type(v) is dict or type(v) is list)
+    return n
+
+
+def parse_index(data: bytes | bytearray | str, name: str = "index") -> ShardIndex:
     """Parse and validate an index file's contents.
 
     A key given twice in the index object or its ``weight_map`` is an error (which shard holds
     the tensor would depend on the parser), and so is JSON nested too deeply to parse.
     """
     try:
-        obj = json.loads(data, object_pairs_hook=KeyedObject.of)
+        obj = json.loads(data)
+        if not _no_key_dropped(data, obj):  # a key given twice, or a text the count cannot tell
+            obj = json.loads(data, object_pairs_hook=KeyedObject.of)
     except RecursionError:
         raise InvalidIndex(f"{name}: JSON nested too deeply to parse (not an index)") from None
     except (ValueError, UnicodeDecodeError) as e:
@@ -266,17 +313,20 @@ def parse_index(data: bytes | str, name: str = "index") -> ShardIndex:
     metadata = {} if metadata is None else metadata
     if not isinstance(metadata, dict):
         raise InvalidIndex(f"{name}: 'metadata' must be an object, found {type(metadata).__name__}")
-    for tensor in weight_map:
-        if not isinstance(tensor, str):  # JSON keys always are; kept for hand-built dicts
-            raise InvalidIndex(f"{name}: tensor name {tensor!r} is not a string")
+    # Tensor names are JSON object keys: always strings.
     try:
-        # A few shard names, each repeated for hundreds of tensors: each checked once, the
-        # first bad one in the weight map's order reported.
-        shards: Iterable[Any] = dict.fromkeys(weight_map.values())
+        # A few shard names, each repeated for hundreds of tensors: each checked once.
+        shards: Iterable[Any] = set(weight_map.values())
     except TypeError:  # an unhashable value (a list, an object): every value in order
         shards = weight_map.values()
-    for shard in shards:
-        validate_shard_name(shard, name)
+    try:
+        for shard in shards:
+            validate_shard_name(shard, name)
+    except InvalidIndex:
+        if isinstance(shards, set):  # the first bad name in the weight map's order is reported
+            for shard in dict.fromkeys(weight_map.values()):
+                validate_shard_name(shard, name)
+        raise
     return ShardIndex(weight_map=dict(weight_map), metadata=dict(metadata))
 
 
