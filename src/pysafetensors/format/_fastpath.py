@@ -28,7 +28,8 @@ def screen(text: str) -> bool:
     What json and msgspec read differently from serde, found in the text: ``-0`` (an integer
     0 to them, a float to serde) and ``\\u`` escapes (lone surrogates; a colon written as an
     escape would also fool ``members_unique``).  NaN, floats, booleans and huge numbers need
-    no scan: they fail the type and range checks (booleans in a shape: ``first_of_kind``).
+    no scan: the decoders refuse floats and NaN (json's through its hooks, msgspec's by type),
+    and the rest fail the type and range checks (booleans in a shape: ``first_of_kind``).
 
     Then the work is bounded before anything is built: a header of the fast paths' shape has
     one object per tensor (+1, +1 with metadata) and two arrays per tensor.  Any other count

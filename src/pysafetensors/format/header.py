@@ -277,6 +277,16 @@ def _header_of(entries: list[Any], metadata: dict[str, str] | None, n: int) -> H
 _ABSENT = object()
 
 
+def _no_float(text: str) -> Any:
+    # A header the fast path takes holds no float, NaN or Infinity (entries are a code and
+    # integers, metadata strings): the first one ends the decoding, and the rules decide.
+    raise ValueError(text)
+
+
+# json's C decoder, calling Python only for a float or constant: integers stay in C.
+_decode = json.JSONDecoder(parse_float=_no_float, parse_constant=_no_float).decode
+
+
 def _fast_header(text: str, n: int, file_size: int) -> Header | None:
     """The common, well-formed header: json's C scanner, no hooks, one tight loop.
 
@@ -291,7 +301,7 @@ def _fast_header(text: str, n: int, file_size: int) -> Header | None:
         return None
     may_be_negative = "-" in text
     try:
-        raw = json.loads(text)
+        raw = _decode(text)
     except (ValueError, RecursionError):
         return None
     if type(raw) is not dict:
@@ -324,22 +334,23 @@ def _fast_header(text: str, n: int, file_size: int) -> Header | None:
             begin, end = value["data_offsets"]
             if type(shape) is not list or begin != expected or type(begin) is not int or type(end) is not int:
                 return None
-            # sum() raises on str/list/dict/None dims and is a float if any dim is one, all in
-            # C: a key of ints and bools only (an unhashable dtype code: TypeError, below).
-            if shape and type(sum(shape)) is not int:
-                return None
+            # No dim is a float (the decoder refused them); a str or None dim makes a key no kind
+            # has, and first_of_kind refuses it; a list or dict dim, or such a code, cannot be
+            # hashed (TypeError, below).  Only a boolean equals a checked kind's int dim.
             kind = get_kind(key := (value["dtype"], *shape))
             if kind is None:
                 kind = kinds[key] = first_of_kind(value["dtype"], shape, begin, end, may_be_negative, shared)
                 if kind is None:
                     return None
-            elif end - begin != kind[2] or end >= U64_LIMIT or (kind[3] and not ints_only(shape)):
+            elif end - begin != kind[2] or (kind[3] and not ints_only(shape)):
                 return None
             expected = end
             add_dtype(kind[0])
             add_shape(kind[1])
             add_end(end)
-    except (KeyError, TypeError, ValueError, OverflowError):  # OverflowError: sum() of a huge int and a float
+    except (KeyError, TypeError, ValueError):
+        return None
+    if expected >= U64_LIMIT:  # the last end is the largest: every span is checked non-negative
         return None
     if not complete(text, n, "".join(names), len(names), has_metadata_key, metadata, expected, file_size):
         return None
