@@ -9,7 +9,7 @@ from functools import cached_property
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
-from ._adapters import Adapter, adapter_name, load_adapter, needed_at_open
+from ._adapters import Adapter, load_adapter, needed_at_open
 from ._device import parse_device
 from .errors import BYTES_PREFIX, HeaderError
 from .format._gcpause import paused_gc
@@ -74,10 +74,11 @@ class safe_open:
         backend: str | None = None,
         storage_options: Mapping[str, Any] | None = None,
     ) -> None:
-        adapter_name(framework)  # InvalidFramework before anything else
         self._framework = framework
+        if needed_at_open(framework):  # InvalidFramework, or the framework missing: fails first
+            self._adapter = load_adapter(framework)
         self._device = parse_device(device)
-        if needed_at_open(framework, self._device):
+        if not self._device.is_cpu:  # every adapter accepts the CPU (Adapter.check_device)
             self._adapter.check_device(self._device)
         # io.open_source validates the backend and, when it is None, chooses it per file.
         file = open_file(filename, backend, storage_options)

@@ -71,7 +71,7 @@ def test_dtype_of_object_reads_torch_dtypes() -> None:
 
 @pytest.mark.parametrize("module", sorted(set(FRAMEWORKS.values())))
 def test_every_adapter_accepts_the_cpu_and_imports_its_namesake_package(module: str) -> None:
-    # needed_at_open relies on both: with the CPU and the package imported, nothing at open can fail.
+    # safe_open relies on both: with the CPU and the package imported, nothing at open can fail.
     import ast
     from pathlib import Path
 
@@ -136,10 +136,11 @@ def test_a_framework_not_yet_imported_is_imported_at_open(tmp_path) -> None:
         "from pysafetensors import safe_open\n"
         "from pysafetensors.errors import MissingDependency\n"
         "sys.modules['mlx'] = None\n"  # not installed, as far as this process knows
-        "try:\n"
-        f"    safe_open({path!r}, 'mlx')\n"
-        "except MissingDependency:\n"
-        "    pass\n"
-        "else:\n"
-        "    raise SystemExit('no MissingDependency at open')\n"
+        "for device in ('cpu', 'no such device'):\n"  # the framework's error first, as before
+        "    try:\n"
+        f"        safe_open({path!r}, 'mlx', device=device)\n"
+        "    except MissingDependency:\n"
+        "        pass\n"
+        "    else:\n"
+        "        raise SystemExit('no MissingDependency at open')\n"
     )

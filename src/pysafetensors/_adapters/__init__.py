@@ -29,7 +29,7 @@ class Adapter(Protocol):
     """What a framework adapter module provides (one signature per function).
 
     ``NAME`` is the framework's name in messages.  ``check_device`` raises InvalidDevice for a
-    device the framework cannot use (never for the CPU: ``needed_at_open`` relies on it); ``from_raw`` turns a RawTensor into the framework's
+    device the framework cannot use (never for the CPU: ``safe_open`` relies on it); ``from_raw`` turns a RawTensor into the framework's
     tensor on ``device``; ``get_slice`` reads only the bytes ``index`` selects from tensor
     ``name`` of ``file``; ``to_write_item`` describes one of the framework's tensors for the
     writer (raising SerializeError/UnsupportedValue for what it cannot save).
@@ -76,15 +76,14 @@ def load_adapter(framework: str) -> Adapter:
     return cast(Adapter, importlib.import_module(f"{__name__}.{adapter_name(framework)}"))
 
 
-def needed_at_open(framework: str, device: Device) -> bool:
-    """Whether ``safe_open`` must import ``framework``'s adapter when it opens, to fail there.
-
-    Not when the device is the CPU, which every adapter accepts, and the framework's package is
-    already imported: nothing the import or the device check does can fail then, and a handle
-    opened for its keys and metadata (or its slices' shapes) never needs the adapter.  Otherwise
-    a missing framework or an unusable device fails at open, as upstream's does.
+def needed_at_open(framework: str) -> bool:
+    """Whether ``safe_open`` imports ``framework``'s adapter as it opens (InvalidFramework for an
+    unknown name): when the framework's package is not imported yet, so that a missing framework
+    fails at open, as upstream's does.  Otherwise nothing the import does can fail, and the
+    adapter is imported on first use (a handle opened for keys, metadata or slice shapes never
+    needs it), or at open to check a device other than the CPU, which every adapter accepts.
     """
-    return not (device.is_cpu and sys.modules.get(adapter_name(framework)) is not None)
+    return sys.modules.get(adapter_name(framework)) is None
 
 
 # Top-level package of an object's type -> adapter module that can write it.
