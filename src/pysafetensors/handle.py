@@ -5,10 +5,11 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Mapping
+from functools import cached_property
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
-from ._adapters import load_adapter
+from ._adapters import Adapter, load_adapter, needed_at_open
 from ._device import parse_device
 from .errors import BYTES_PREFIX, HeaderError
 from .format._gcpause import paused_gc
@@ -73,15 +74,22 @@ class safe_open:
         backend: str | None = None,
         storage_options: Mapping[str, Any] | None = None,
     ) -> None:
-        self._adapter = load_adapter(framework)
         self._framework = framework
+        if needed_at_open(framework):  # InvalidFramework, or the framework missing: fails first
+            self._adapter = load_adapter(framework)
         self._device = parse_device(device)
-        self._adapter.check_device(self._device)
+        if not self._device.is_cpu:  # every adapter accepts the CPU (Adapter.check_device)
+            self._adapter.check_device(self._device)
         # io.open_source validates the backend and, when it is None, chooses it per file.
         file = open_file(filename, backend, storage_options)
         self._file: TensorFile = file
         # What every get_slice asks (dtype and shape from the header's columns), bound once.
         self._describe = file.describe
+
+    @cached_property
+    def _adapter(self) -> Adapter:
+        """The framework's adapter, imported at open or on first use (``needed_at_open``)."""
+        return load_adapter(self._framework)
 
     # --- context manager ------------------------------------------------------------------
     def __enter__(self) -> Self:

@@ -67,3 +67,80 @@ def test_dtype_of_object_reads_torch_dtypes() -> None:
     assert dtype_of_object(torch.bfloat16) == by_code("BF16")
     assert dtype_of_object(torch.float8_e5m2) == by_code("F8_E5M2")
     assert dtype_of_object(torch.int16) == by_code("I16")
+
+
+@pytest.mark.parametrize("module", sorted(set(FRAMEWORKS.values())))
+def test_every_adapter_accepts_the_cpu_and_imports_its_namesake_package(module: str) -> None:
+    # safe_open relies on both: with the CPU and the package imported, nothing at open can fail.
+    import ast
+    from pathlib import Path
+
+    import pysafetensors._adapters as pkg
+    from pysafetensors._device import parse_device
+
+    tree = ast.parse((Path(pkg.__file__).parent / f"{module}.py").read_text())
+    imported = {a.name.partition(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    required = {n.args[0].value.partition(".")[0] for n in ast.walk(tree)
+                if isinstance(n, ast.Call) and getattr(n.func, "id", None) == "require"}
+    assert module in imported | required
+    adapter = require(f"pysafetensors._adapters.{module}")
+    assert adapter.check_device(parse_device("cpu")) is None
+
+
+def _run(code: str) -> None:
+    """``code`` in a fresh interpreter importing this checkout's package."""
+    import os
+    import subprocess
+    import sys
+
+    import pysafetensors
+
+    src = os.path.dirname(pysafetensors.__path__[0])
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([src, os.environ.get("PYTHONPATH", "")])}
+    subprocess.run([sys.executable, "-c", code], check=True, env=env)
+
+
+def test_safe_open_imports_the_adapter_only_when_open_needs_it(tmp_path) -> None:
+    from pysafetensors.numpy import save_file
+
+    path = str(tmp_path / "t.safetensors")
+    save_file({"a": np.arange(6, dtype=np.float32).reshape(2, 3)}, path)
+    _run(
+        "import sys\n"
+        "import numpy\n"
+        "from pysafetensors import safe_open\n"
+        "from pysafetensors.errors import InvalidDevice\n"
+        "name = 'pysafetensors._adapters.numpy'\n"
+        # The framework imported and the CPU: keys, metadata and slice shapes need no adapter.
+        f"with safe_open({path!r}, 'np') as f:\n"
+        "    assert f.keys() == ['a'] and f.get_slice('a').get_shape() == [2, 3]\n"
+        "    assert name not in sys.modules\n"
+        "    assert f.get_tensor('a').sum() == 15 and name in sys.modules\n"
+        # Another device: checked at open, as before.
+        "try:\n"
+        f"    safe_open({path!r}, 'np', device='cuda')\n"
+        "except InvalidDevice:\n"
+        "    pass\n"
+        "else:\n"
+        "    raise SystemExit('no InvalidDevice at open')\n"
+    )
+
+
+def test_a_framework_not_yet_imported_is_imported_at_open(tmp_path) -> None:
+    from pysafetensors.numpy import save_file
+
+    path = str(tmp_path / "t.safetensors")
+    save_file({"a": np.zeros(2, dtype=np.float32)}, path)
+    _run(
+        "import sys\n"
+        "from pysafetensors import safe_open\n"
+        "from pysafetensors.errors import MissingDependency\n"
+        "sys.modules['mlx'] = None\n"  # not installed, as far as this process knows
+        "for device in ('cpu', 'no such device'):\n"  # the framework's error first, as before
+        "    try:\n"
+        f"        safe_open({path!r}, 'mlx', device=device)\n"
+        "    except MissingDependency:\n"
+        "        pass\n"
+        "    else:\n"
+        "        raise SystemExit('no MissingDependency at open')\n"
+    )

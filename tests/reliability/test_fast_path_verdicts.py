@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
+import json
 import random
 from pathlib import Path
 from typing import Any
@@ -198,7 +199,11 @@ def test_a_repeated_shape_is_checked_against_each_tensors_own_span(second: str, 
     # the rules, whose verdict is an error.
     text = '{"a":{"dtype":"F32","shape":[2,3],"data_offsets":[0,24]},"b":' + second + "}"
     end = int(second.rsplit(",", 1)[1].rstrip("]}"))
-    size = 8 + len(text) + end
+    _left_to_the_rules(text, 8 + len(text) + end, why)
+
+
+def _left_to_the_rules(text: str, size: int, why: str) -> None:
+    """The rules find an error in ``text``, both fast paths leave it to them, and parse_header raises."""
     assert any(not p.warning for p in check_header(text.encode(), size)), why
     for path, got in _fast_paths(text, len(text), size):
         assert got is None, (path, why)
@@ -216,3 +221,30 @@ def test_a_repeated_shape_that_fits_is_taken_by_both_fast_paths() -> None:
     for path, got in _fast_paths(text, len(text), size):
         assert isinstance(got, Header), path
         assert got.offsets == [0, 24, 48, 60] and got.shapes[0] is got.shapes[1] is got.shapes[2], path
+
+
+@pytest.mark.parametrize(
+    ("first", "second"),
+    [
+        ("[1,3]", "[true,3]"),  # equal as keys: (1, 3) == (True, 3)
+        ("[3,1]", "[3,true]"),
+        ("[0,3]", "[false,3]"),
+        ("[true,3]", "[1,3]"),  # the boolean first
+    ],
+)
+def test_a_boolean_dim_equal_to_an_earlier_shapes_int_falls_to_the_rules(first: str, second: str) -> None:
+    # The fast paths key each (dtype, shape) kind by its dims, where JSON's true and false equal
+    # 1 and 0: a kind with a 0 or 1 dim has every later shape's dims checked one by one.
+    nbytes = 4 * 3 * (0 if "0" in first or "false" in first else 1)
+    text = (f'{{"a":{{"dtype":"F32","shape":{first},"data_offsets":[0,{nbytes}]}},'
+            f'"b":{{"dtype":"F32","shape":{second},"data_offsets":[{nbytes},{2 * nbytes}]}}}}')
+    _left_to_the_rules(text, 8 + len(text) + 2 * nbytes, f"{first} then {second}")
+
+
+def test_true_and_false_in_names_and_metadata_take_the_fast_paths() -> None:
+    entry = {"dtype": "F32", "shape": [1, 3]}
+    header = {"__metadata__": {"true": "false"}, "true.weight": {**entry, "data_offsets": [0, 12]},
+              "false.bias": {**entry, "data_offsets": [12, 24]}}
+    text = json.dumps(header, separators=(",", ":"))
+    careful = header_mod._careful_header(text.encode(), 8 + len(text) + 24)
+    assert [got for _, got in _fast_paths(text, len(text), 8 + len(text) + 24)] == [careful, careful]

@@ -190,3 +190,26 @@ def test_a_block_device_filesystem_is_decided_once_per_process(tmp_path, monkeyp
         assert len(reads) <= 1
     else:  # an anonymous device (tmpfs, overlay...): its number may be reused, asked every time
         assert len(reads) == 3
+
+
+def test_a_disk_filesystem_known_to_sysfs_agrees_with_the_mount_table(tmp_path, monkeypatch) -> None:
+    """A block device's filesystem read from sysfs (no mount table read) is the one the table
+    gives the file's path, and so is the verdict; a device sysfs does not list is left to the table."""
+    from pysafetensors.io import fstype
+
+    monkeypatch.delenv("PYSAFETENSORS_MOUNTINFO", raising=False)
+    path = tmp_path / "m.safetensors"
+    path.write_bytes(b"")
+    device = os.stat(path).st_dev
+    found = fstype.block_device_type(device)
+    table = fstype.read_mountinfo()
+    if found is not None:
+        assert found in fstype.SYSFS_TYPES
+        assert fstype.filesystem_type(path, table) in (found, "overlay")
+    fstype._BLOCK_DEVICES.pop(device, None)
+    reads = []
+    real = fstype.read_mountinfo
+    monkeypatch.setattr(fstype, "read_mountinfo", lambda: reads.append(1) or real())
+    assert fstype.local_backend(str(path)) == fstype.default_backend(path, table)
+    assert len(reads) == (found is None)  # sysfs knew it: no table read
+    assert fstype.block_device_type(0) is None  # major 0: an anonymous device, never in sysfs

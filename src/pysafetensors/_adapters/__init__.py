@@ -11,6 +11,7 @@ type comes from, so the writer layer below never looks at framework types itself
 from __future__ import annotations
 
 import importlib
+import sys
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, Protocol, cast, runtime_checkable
 
@@ -28,7 +29,7 @@ class Adapter(Protocol):
     """What a framework adapter module provides (one signature per function).
 
     ``NAME`` is the framework's name in messages.  ``check_device`` raises InvalidDevice for a
-    device the framework cannot use; ``from_raw`` turns a RawTensor into the framework's
+    device the framework cannot use (never for the CPU: ``safe_open`` relies on it); ``from_raw`` turns a RawTensor into the framework's
     tensor on ``device``; ``get_slice`` reads only the bytes ``index`` selects from tensor
     ``name`` of ``file``; ``to_write_item`` describes one of the framework's tensors for the
     writer (raising SerializeError/UnsupportedValue for what it cannot save).
@@ -45,7 +46,8 @@ class Adapter(Protocol):
     def to_write_item(self, name: str, obj: Any, /) -> WriteItem: ...
 
 
-# safe_open framework name -> adapter module (case-sensitive, as upstream).
+# safe_open framework name -> adapter module (case-sensitive, as upstream), each named after
+# the framework's package, which it imports.
 FRAMEWORKS: dict[str, str] = {
     "pt": "torch",
     "torch": "torch",
@@ -61,12 +63,27 @@ FRAMEWORKS: dict[str, str] = {
 }
 
 
-def load_adapter(framework: str) -> Adapter:
-    """The adapter module for a safe_open framework name."""
+def adapter_name(framework: str) -> str:
+    """The adapter module's name for a safe_open framework name (InvalidFramework for any other)."""
     module = FRAMEWORKS.get(framework) if isinstance(framework, str) else None
     if module is None:
         raise InvalidFramework(f"framework {framework} is invalid", framework=framework)
-    return cast(Adapter, importlib.import_module(f"{__name__}.{module}"))
+    return module
+
+
+def load_adapter(framework: str) -> Adapter:
+    """The adapter module for a safe_open framework name."""
+    return cast(Adapter, importlib.import_module(f"{__name__}.{adapter_name(framework)}"))
+
+
+def needed_at_open(framework: str) -> bool:
+    """Whether ``safe_open`` imports ``framework``'s adapter as it opens (InvalidFramework for an
+    unknown name): when the framework's package is not imported yet, so that a missing framework
+    fails at open, as upstream's does.  Otherwise nothing the import does can fail, and the
+    adapter is imported on first use (a handle opened for keys, metadata or slice shapes never
+    needs it), or at open to check a device other than the CPU, which every adapter accepts.
+    """
+    return sys.modules.get(adapter_name(framework)) is None
 
 
 # Top-level package of an object's type -> adapter module that can write it.

@@ -19,8 +19,8 @@ from collections.abc import Callable
 from typing import Any, Literal
 
 from .._optional import optional
-from ._fastpath import complete, metadata_fits, screen, span_fits
-from .dtypes import BY_CODE, CODES
+from ._fastpath import Kind, complete, first_of_kind, metadata_fits, screen
+from .dtypes import CODES
 from .json_compat import METADATA_KEY, U64_LIMIT
 
 _METADATA_PREFIX = '{"' + METADATA_KEY + '":'
@@ -54,7 +54,7 @@ def decoder() -> Callable[[str], Any] | None:
 def fast_header(text: str, n: int, file_size: int, entries_of: Callable[[str], Any], make: Callable[..., Any]) -> Any:
     """The header built by ``make(names, dtypes, shapes, offsets, metadata, n)`` (the columns of
     ``header.Header``), or None to leave it to the rules."""
-    if not screen(text, booleans=False):  # msgspec's typed decoding refuses booleans itself
+    if not screen(text):
         return None
     may_be_negative = "-" in text
     metadata: dict[str, str] | None = None
@@ -84,28 +84,25 @@ def fast_header(text: str, n: int, file_size: int, entries_of: Callable[[str], A
     shapes: list[tuple[int, ...]] = []
     offsets = [0]
     add_dtype, add_shape, add_end = dtypes.append, shapes.append, offsets.append
-    shared: dict[tuple[int, ...], tuple[int, ...]] = {}  # one tuple per distinct shape
-    share = shared.setdefault
-    get_dtype = BY_CODE.__getitem__
-    sizes: dict[tuple[int, tuple[int, ...]], int] = {}  # span_fits once per (bits, shape), as json's path
+    kinds: dict[tuple[Any, ...], Kind | None] = {}  # first_of_kind once per (dtype, shape), as json's path
+    get_kind = kinds.get
+    shared: dict[tuple[int, ...], tuple[int, ...]] = {}
     expected = 0
     for entry in entries.values():
         begin, end = entry.data_offsets
         if begin != expected:
             return None
-        shape = entry.shape  # integers, but any size (msgspec reads any integer)
-        dtype = get_dtype(entry.dtype)
-        key = tuple(shape)
-        sized = sizes.get((dtype.bits, key))
-        if sized is None:
-            if not span_fits(shape, dtype.bits, begin, end, may_be_negative):
+        shape = entry.shape  # integers (msgspec refuses booleans), but any size
+        kind = get_kind(key := (entry.dtype, *shape))
+        if kind is None:
+            kind = kinds[key] = first_of_kind(entry.dtype, shape, begin, end, may_be_negative, shared)
+            if kind is None:
                 return None
-            sizes[dtype.bits, key] = end - begin
-        elif end - begin != sized or end >= U64_LIMIT:
+        elif end - begin != kind[2] or end >= U64_LIMIT:
             return None
         expected = end
-        add_dtype(dtype)
-        add_shape(share(key, key))
+        add_dtype(kind[0])
+        add_shape(kind[1])
         add_end(end)
     if not complete(text, n, "".join(names), len(names), has_metadata_key, metadata, expected, file_size):
         return None

@@ -17,9 +17,9 @@ from typing import Any, NamedTuple
 
 from ..errors import UnencodableText
 from . import _typed_header
-from ._fastpath import complete, metadata_fits, screen, span_fits
+from ._fastpath import Kind, complete, first_of_kind, ints_only, metadata_fits, screen
 from ._gcpause import paused_gc
-from .dtypes import BY_CODE, DType
+from .dtypes import DType
 from .json_compat import METADATA_KEY, U64_LIMIT, WS_BYTES
 from .rules import HEADER_CAP, N_LEN, HeaderProblem, check, check_header, check_header_length
 
@@ -277,6 +277,16 @@ def _header_of(entries: list[Any], metadata: dict[str, str] | None, n: int) -> H
 _ABSENT = object()
 
 
+def _no_float(text: str) -> Any:
+    # A header the fast path takes holds no float, NaN or Infinity (entries are a code and
+    # integers, metadata strings): the first one ends the decoding, and the rules decide.
+    raise ValueError(text)
+
+
+# json's C decoder, calling Python only for a float or constant: integers stay in C.
+_decode = json.JSONDecoder(parse_float=_no_float, parse_constant=_no_float).decode
+
+
 def _fast_header(text: str, n: int, file_size: int) -> Header | None:
     """The common, well-formed header: json's C scanner, no hooks, one tight loop.
 
@@ -287,11 +297,11 @@ def _fast_header(text: str, n: int, file_size: int) -> Header | None:
     a pass per check over columns built with map(): each such pass allocates a list as long
     as the header has tensors, which costs more than the loop's per-tensor bytecode.
     """
-    if not screen(text, booleans=True):  # booleans: sum() below adds them as ints
+    if not screen(text):
         return None
     may_be_negative = "-" in text
     try:
-        raw = json.loads(text)
+        raw = _decode(text)
     except (ValueError, RecursionError):
         return None
     if type(raw) is not dict:
@@ -308,14 +318,11 @@ def _fast_header(text: str, n: int, file_size: int) -> Header | None:
     shapes: list[tuple[int, ...]] = []
     offsets = [0]
     add_dtype, add_shape, add_end = dtypes.append, shapes.append, offsets.append
-    # One tuple per distinct shape, shared by the tensors of that shape (a checkpoint has few):
-    # the others are freed as soon as they are made.
+    # A checkpoint repeats a few (dtype, shape) kinds: the first tensor of each is checked
+    # (first_of_kind), the others compare their span with its.
+    kinds: dict[tuple[Any, ...], Kind | None] = {}
+    get_kind = kinds.get
     shared: dict[tuple[int, ...], tuple[int, ...]] = {}
-    share = shared.setdefault
-    get_dtype = BY_CODE.get
-    # Bytes each (bits, shape) pair was found to fill: a checkpoint repeats a few shapes, so
-    # span_fits runs once per pair and the other tensors compare their span with its answer.
-    sizes: dict[tuple[int, tuple[int, ...]], int] = {}
     expected = 0
     try:
         for value in raw.values():
@@ -325,28 +332,25 @@ def _fast_header(text: str, n: int, file_size: int) -> Header | None:
                 return None
             shape = value["shape"]  # a missing field: KeyError, below
             begin, end = value["data_offsets"]
-            dtype = get_dtype(value["dtype"])  # an unhashable code: TypeError, below
-            if dtype is None or type(shape) is not list or begin != expected or type(begin) is not int or type(end) is not int:
+            if type(shape) is not list or begin != expected or type(begin) is not int or type(end) is not int:
                 return None
-            # sum() raises on str/list/dict/None dims and is a float if any dim is one, all
-            # in C, so only integers reach span_fits (a str would make math.prod repeat it);
-            # booleans sum as ints, so a text spelling true/false anywhere was sent to the
-            # rules above.
-            if shape and type(sum(shape)) is not int:
-                return None
-            key = tuple(shape)  # integers only now, so equal keys are equal shapes
-            sized = sizes.get((dtype.bits, key))
-            if sized is None:
-                if not span_fits(shape, dtype.bits, begin, end, may_be_negative):
+            # No dim is a float (the decoder refused them); a str or None dim makes a key no kind
+            # has, and first_of_kind refuses it; a list or dict dim, or such a code, cannot be
+            # hashed (TypeError, below).  Only a boolean equals a checked kind's int dim.
+            kind = get_kind(key := (value["dtype"], *shape))
+            if kind is None:
+                kind = kinds[key] = first_of_kind(value["dtype"], shape, begin, end, may_be_negative, shared)
+                if kind is None:
                     return None
-                sizes[dtype.bits, key] = end - begin
-            elif end - begin != sized or end >= U64_LIMIT:
+            elif end - begin != kind[2] or (kind[3] and not ints_only(shape)):
                 return None
             expected = end
-            add_dtype(dtype)
-            add_shape(share(key, key))
+            add_dtype(kind[0])
+            add_shape(kind[1])
             add_end(end)
-    except (KeyError, TypeError, ValueError, OverflowError):  # OverflowError: sum() of a huge int and a float
+    except (KeyError, TypeError, ValueError):
+        return None
+    if expected >= U64_LIMIT:  # the last end is the largest: every span is checked non-negative
         return None
     if not complete(text, n, "".join(names), len(names), has_metadata_key, metadata, expected, file_size):
         return None

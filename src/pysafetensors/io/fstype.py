@@ -6,6 +6,15 @@ disk only a process on this machine can do that; on a network or FUSE filesystem
 can, and a server or network error on a page fault is also a SIGBUS instead of an ``EIO``.
 ``pread`` turns both into a clean ``SourceError``, so it is the default there.
 
+The type comes from the mount table (``/proc/self/mountinfo``), matched by path.  For a file
+on a disk whose filesystem registers itself in sysfs by device name (``/sys/fs/ext4/sda1``,
+``/sys/fs/xfs/nvme0n1p2``: ``SYSFS_TYPES``), the type is read there instead, from the file's
+device number, without reading the table: a block device holds one filesystem while it is
+mounted, and a file reporting that device number has its bytes on it (a path through an
+overlay, whose type the table would give, is local either way).  Anything else, FUSE on a
+disk (``fuseblk``) and cluster filesystems on shared disks (``ocfs2``, ``gfs2``) included, is
+looked up in the table.
+
 ``PYSAFETENSORS_MOUNTINFO`` names a file in mountinfo format to read instead of
 ``/proc/self/mountinfo``: it shows what every loader would choose on another machine's
 mount table, and lets tests place a directory on "NFS".
@@ -23,6 +32,8 @@ NETWORK_FS_TYPES = frozenset({
 })
 MOUNTINFO = "/proc/self/mountinfo"
 MOUNTINFO_ENV = "PYSAFETENSORS_MOUNTINFO"
+# Local disk filesystems that list each mounted device under /sys/fs/<type>/<device name>.
+SYSFS_TYPES = ("ext4", "xfs")
 
 
 def _unescape(field: str) -> str:
@@ -55,11 +66,25 @@ def parse_mountinfo(text: str) -> list[tuple[str, str]]:
 def read_mountinfo() -> str | None:
     """The mount table's text: the file ``PYSAFETENSORS_MOUNTINFO`` names, else
     ``/proc/self/mountinfo``; None where there is none (not Linux, no /proc)."""
+    # Raw bytes through one descriptor, decoded once: a text-mode file object costs more than
+    # the kernel's writing of the table.  splitlines() then breaks lines where text mode's
+    # newline translation would (a raw CR in a mount point included).
     try:
-        with open(os.environ.get(MOUNTINFO_ENV) or MOUNTINFO, encoding="utf-8", errors="surrogateescape") as f:
-            return f.read()
+        fd = os.open(os.environ.get(MOUNTINFO_ENV) or MOUNTINFO, os.O_RDONLY)
+    except (OSError, ValueError):
+        return None
+    try:
+        chunks = []
+        while chunk := os.read(fd, _READ_STEP):  # /proc hands its text over in pieces
+            chunks.append(chunk)
     except OSError:
         return None
+    finally:
+        os.close(fd)
+    return b"".join(chunks).decode("utf-8", "surrogateescape")
+
+
+_READ_STEP = 1 << 16
 
 
 @functools.lru_cache(maxsize=8)
@@ -138,11 +163,30 @@ class BackendsByDevice:
             device = os.stat(path).st_dev
         except (OSError, ValueError):
             return default_backend(path, self.mountinfo)  # opening it gives the real error
-        known = _BLOCK_DEVICES if _major is not None and _major(device) else self._by_device
+        block = _major is not None and _major(device) != 0
+        known = _BLOCK_DEVICES if block else self._by_device
         chosen = known.get(device)
         if chosen is None:
-            chosen = known[device] = default_backend(path, self.mountinfo)
+            fstype = block_device_type(device) if block else None
+            if fstype is None:
+                chosen = default_backend(path, self.mountinfo)
+            else:
+                chosen = "pread" if is_network_fs(fstype) else "mmap"
+            known[device] = chosen
         return chosen
+
+
+def block_device_type(device: int) -> str | None:
+    """The type of the filesystem mounted from block device ``device`` (an ``st_dev``) when it
+    is one of ``SYSFS_TYPES``, found in sysfs; None when not found (another type, no sysfs)."""
+    try:
+        name = os.path.basename(os.readlink(f"/sys/dev/block/{os.major(device)}:{os.minor(device)}"))
+    except (OSError, AttributeError):
+        return None
+    for fstype in SYSFS_TYPES:
+        if os.path.isdir(f"/sys/fs/{fstype}/{name}"):
+            return fstype
+    return None
 
 
 def local_backend(path: str) -> str:
