@@ -122,7 +122,7 @@ def _cpu() -> float:
 # collections: one full pass over a process holding torch costs ~85 ms on this VM, and whether a
 # short loop meets one depends on where the collector's counters stood when it began, so the
 # report shows it beside the time rather than hiding or forcing it.
-_GC: dict[str, float] = {"seconds": 0.0, "full": 0}
+_GC: dict[str, Any] = {"seconds": 0.0, "full": 0}
 
 
 def _gc_watch(phase: str, info: dict[str, Any]) -> None:
@@ -133,9 +133,41 @@ def _gc_watch(phase: str, info: dict[str, Any]) -> None:
         _GC["seconds"] += time.perf_counter() - _GC.pop("t", time.perf_counter())
 
 
+def _gc_headroom() -> int:
+    """Tracked allocations left before the collector's next full collection: objects are made
+    (and kept, until the sample ends) until one starts."""
+    full = [False]
+
+    def watch(phase: str, info: dict[str, Any]) -> None:
+        full[0] = full[0] or (phase == "start" and info["generation"] == 2)
+
+    gc.callbacks.append(watch)
+    made: list[list[Any]] = []
+    while not full[0]:
+        made.append([])
+    gc.callbacks.remove(watch)
+    _GC["kept"] = made
+    return len(made)
+
+
+def _gc_probe() -> None:
+    """``gc_headroom.py``'s settings (none in a timed sample), applied where the clock is about to start:
+    ``BENCH_GC_COLLECT=1`` runs a full collection, ``BENCH_GC_JUNK=N`` makes N tracked objects
+    (kept until the sample ends), ``BENCH_GC_HEADROOM=1`` then counts the allocations left
+    before the next full collection (``gc_headroom``; the sample then meets none)."""
+    if os.environ.get("BENCH_GC_COLLECT"):
+        gc.collect()
+    junk = int(os.environ.get("BENCH_GC_JUNK", "0"))
+    if junk:
+        _GC["junk"] = [[] for _ in range(junk)]
+    if os.environ.get("BENCH_GC_HEADROOM"):
+        _GC["headroom"] = _gc_headroom()
+
+
 def _timed(fn: Callable[[], Any]) -> tuple[float, Any]:
     """Wall seconds of ``fn``; its CPU seconds (all threads) and its time in the garbage
     collector are kept for the report."""
+    _gc_probe()
     c0 = _cpu()
     gc.callbacks.append(_gc_watch)
     t0 = time.perf_counter()
@@ -442,4 +474,6 @@ if __name__ == "__main__":
     result["cpu_s"] = sum(_CPU)
     result["gc_ms"] = _GC["seconds"] * 1e3
     result["gc_full"] = _GC["full"]
+    if "headroom" in _GC:
+        result["gc_headroom"] = _GC["headroom"]
     print(json.dumps(result))
