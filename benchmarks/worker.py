@@ -27,27 +27,39 @@ def src_of(impl: str) -> str:
     return os.environ["BENCH_BASE_SRC"] if impl == "base" else SRC
 
 
-def _impl(name: str) -> Any:
+def _impl(name: str, framework: str | None = None) -> Any:
     """The package under test: upstream ``safetensors``, or ours (from this checkout, or from
-    the baseline checkout for ``base``)."""
+    the baseline checkout for ``base``), imported the way the processes the workloads stand for
+    import it: ``framework`` (``torch``, ``numpy``) first, then the package and ``safe_open``,
+    then the package's face for that framework.  That is transformers' order: modeling_utils
+    imports torch, then ``from safetensors import safe_open`` and ``from safetensors.torch
+    import load_file, save_file``.
+
+    The order counts beyond the imports' own cost: torch's import runs full (generation 2)
+    garbage collections, and whether a timed loop later meets one depends on how many objects
+    were allocated since the last, so each side is imported as users import it, and nothing it
+    does not use (the incremental writer, ``install_as_safetensors``) is resolved.
+    """
+    if framework is not None:
+        importlib.import_module(framework)
     if name.startswith("ours") or name == "base":
         src = src_of(name)
         sys.path.insert(0, src)
         import pysafetensors as mod
 
         assert mod.__file__ and mod.__file__.startswith(src), mod.__file__
-        # The package root loads its API on first use; users (transformers) write ``from
-        # safetensors import safe_open`` at import time, as upstream's import loads its core:
-        # resolve the names here, before any clock, so a workload times the call, not the import.
-        for public in getattr(mod, "__all__", ()):
-            getattr(mod, public)
+        # The package root loads its API on first use; a library writes ``from safetensors
+        # import safe_open`` at import time, as upstream's import loads its core: resolve it
+        # here, before any clock, so a workload times the call, not the import.
+        mod.safe_open  # noqa: B018
         if name == "ours_durable":
             # Diagnostic: ours with durable=True (fsync before the rename), which upstream
             # never does, to show what power-loss safety costs.
             os.environ["PYSAFETENSORS_DURABLE"] = "1"
-        return mod
-    import safetensors as mod
-
+    else:
+        import safetensors as mod
+    if framework is not None:
+        importlib.import_module(f"{mod.__name__}.{framework}")
     return mod
 
 
@@ -110,7 +122,7 @@ def _cpu() -> float:
 # collections: one full pass over a process holding torch costs ~85 ms on this VM, and whether a
 # short loop meets one depends on where the collector's counters stood when it began, so the
 # report shows it beside the time rather than hiding or forcing it.
-_GC: dict[str, float] = {"seconds": 0.0, "full": 0}
+_GC: dict[str, Any] = {"seconds": 0.0, "full": 0}
 
 
 def _gc_watch(phase: str, info: dict[str, Any]) -> None:
@@ -121,9 +133,41 @@ def _gc_watch(phase: str, info: dict[str, Any]) -> None:
         _GC["seconds"] += time.perf_counter() - _GC.pop("t", time.perf_counter())
 
 
+def _gc_headroom() -> int:
+    """Tracked allocations left before the collector's next full collection: objects are made
+    (and kept, until the sample ends) until one starts."""
+    full = [False]
+
+    def watch(phase: str, info: dict[str, Any]) -> None:
+        full[0] = full[0] or (phase == "start" and info["generation"] == 2)
+
+    gc.callbacks.append(watch)
+    made: list[list[Any]] = []
+    while not full[0]:
+        made.append([])
+    gc.callbacks.remove(watch)
+    _GC["kept"] = made
+    return len(made)
+
+
+def _gc_probe() -> None:
+    """``gc_headroom.py``'s settings (none in a timed sample), applied where the clock is about to start:
+    ``BENCH_GC_COLLECT=1`` runs a full collection, ``BENCH_GC_JUNK=N`` makes N tracked objects
+    (kept until the sample ends), ``BENCH_GC_HEADROOM=1`` then counts the allocations left
+    before the next full collection (``gc_headroom``; the sample then meets none)."""
+    if os.environ.get("BENCH_GC_COLLECT"):
+        gc.collect()
+    junk = int(os.environ.get("BENCH_GC_JUNK", "0"))
+    if junk:
+        _GC["junk"] = [[] for _ in range(junk)]
+    if os.environ.get("BENCH_GC_HEADROOM"):
+        _GC["headroom"] = _gc_headroom()
+
+
 def _timed(fn: Callable[[], Any]) -> tuple[float, Any]:
     """Wall seconds of ``fn``; its CPU seconds (all threads) and its time in the garbage
     collector are kept for the report."""
+    _gc_probe()
     c0 = _cpu()
     gc.callbacks.append(_gc_watch)
     t0 = time.perf_counter()
@@ -136,8 +180,18 @@ def _timed(fn: Callable[[], Any]) -> tuple[float, Any]:
     return elapsed, out
 
 
+#: The framework each workload runs on, imported before the implementation (``_impl``); the
+#: command-line workloads run the package alone.
+FRAMEWORK = {
+    **dict.fromkeys(("load_torch", "load_torch_cold", "load_small", "load_pread", "save_torch", "save_small",
+                     "slice", "slice_loop", "get_tensor_loop", "first_open", "shard_open", "shard_get_tensor"),
+                    "torch"),
+    **dict.fromkeys(("load_numpy", "open_many"), "numpy"),
+}
+
+
 def run(workload: str, impl: str, args: dict[str, Any]) -> dict[str, Any]:
-    mod = _impl(impl)
+    mod = _impl(impl, FRAMEWORK.get(workload))
     path = args.get("path", "")
     backend = args.get("backend", "mmap")
     if workload in ("load_torch", "load_torch_cold", "load_small", "load_pread"):
@@ -420,4 +474,6 @@ if __name__ == "__main__":
     result["cpu_s"] = sum(_CPU)
     result["gc_ms"] = _GC["seconds"] * 1e3
     result["gc_full"] = _GC["full"]
+    if "headroom" in _GC:
+        result["gc_headroom"] = _GC["headroom"]
     print(json.dumps(result))

@@ -19,7 +19,8 @@ from ._version import __version__
 
 if TYPE_CHECKING:  # the names as type checkers and IDEs see them (the same objects, imported eagerly)
     from ._alias import install_as_safetensors, uninstall_as_safetensors
-    from ._api import SafetensorsWriter, TensorSpec, deserialize, open_writer, serialize, serialize_file
+    from ._api import TensorSpec, deserialize, serialize, serialize_file
+    from ._incremental import SafetensorsWriter, open_writer
     from .errors import SafetensorError
     from .handle import _safe_open_handle, safe_open
 
@@ -27,10 +28,10 @@ if TYPE_CHECKING:  # the names as type checkers and IDEs see them (the same obje
 _LAZY: dict[str, str] = {
     "install_as_safetensors": "._alias",
     "uninstall_as_safetensors": "._alias",
-    "SafetensorsWriter": "._api",
+    "SafetensorsWriter": "._incremental",
     "TensorSpec": "._api",
     "deserialize": "._api",
-    "open_writer": "._api",
+    "open_writer": "._incremental",
     "serialize": "._api",
     "serialize_file": "._api",
     "SafetensorError": ".errors",

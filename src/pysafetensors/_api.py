@@ -1,20 +1,23 @@
-"""serialize, serialize_file, deserialize and TensorSpec: upstream's low-level API; and the
-incremental writer's public face (``open_writer``), which takes framework tensors."""
+"""serialize, serialize_file, deserialize and TensorSpec: upstream's low-level API.
+
+Reading needs none of the write side: these names resolve without importing the writer, the
+sinks or the layout planner (``from pysafetensors import *`` in a process that only reads),
+which load on the first serialize."""
 
 from __future__ import annotations
 
 import ctypes
 import os
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
-from . import _adapters
 from .errors import SerializeError, UnknownDtype, UnsupportedValue
 from .format._gcpause import paused_gc
 from .format.dtypes import DType, by_buffer_format, by_code, by_spec_name
-from .format.layout import as_shape
 from .handle import open_bytes
-from .writer import DTypeLike, IncrementalWriter, WriteItem, tensor_mapping, write_bytes, write_file
+
+if TYPE_CHECKING:
+    from .writer import WriteItem
 
 
 class TensorSpec:
@@ -29,6 +32,8 @@ class TensorSpec:
     __slots__ = ("_data_len", "_data_ptr", "_dtype", "_shape")
 
     def __init__(self, *, dtype: str, shape: Sequence[int], data_ptr: int, data_len: int) -> None:
+        from .format.layout import as_shape  # the write side, imported on first use
+
         d = by_spec_name(dtype)
         given = as_shape(shape)
         dims = list(d.file_shape(given))  # float4_e2m1fn_x2 shapes count pairs
@@ -77,21 +82,24 @@ def _buffer_dtype(name: str, view: memoryview) -> DType:
     return dtype
 
 
-def _item(name: Any, value: Any) -> WriteItem:
+def _item_fields(name: Any, value: Any) -> tuple[str, DType, tuple[int, ...], Callable[[], Any]]:
+    """A ``WriteItem``'s fields for one ``serialize`` value: name, dtype, shape, bytes getter."""
     if not isinstance(name, str):
         raise UnsupportedValue(f"tensor names must be str, got {type(name).__name__}: {name!r}")
     if isinstance(value, TensorSpec):
         spec = value
-        return WriteItem(name, spec._dtype, tuple(spec._shape), spec.buffer)
+        return name, spec._dtype, tuple(spec._shape), spec.buffer
     if isinstance(value, Mapping) and {"dtype", "shape", "data"} <= set(value):
         # The dict form older safetensors releases took.
+        from .format.layout import as_shape
+
         code = value["dtype"]
         try:
             dtype = by_code(code)
         except UnknownDtype:
             dtype = by_spec_name(code)
         data = value["data"]
-        return WriteItem(name, dtype, as_shape(value["shape"], name), lambda: data)
+        return name, dtype, as_shape(value["shape"], name), lambda: data
     try:
         view = memoryview(value)
     except TypeError:
@@ -102,11 +110,13 @@ def _item(name: Any, value: Any) -> WriteItem:
         ) from None
     dtype = _buffer_dtype(name, view)
     shape = tuple(view.shape or ())
-    return WriteItem(name, dtype, shape, lambda: view if view.c_contiguous else view.tobytes())
+    return name, dtype, shape, lambda: view if view.c_contiguous else view.tobytes()
 
 
 def _items(tensor_dict: Mapping[str, Any]) -> list[WriteItem]:
-    return [_item(k, v) for k, v in tensor_mapping(tensor_dict).items()]
+    from .writer import WriteItem, tensor_mapping  # the write side, imported on first serialize
+
+    return [WriteItem(*_item_fields(k, v)) for k, v in tensor_mapping(tensor_dict).items()]
 
 
 @paused_gc()
@@ -116,6 +126,8 @@ def serialize(
     """Serialize ``{name: TensorSpec | buffer}`` to safetensors bytes (upstream's byte layout).
 
     ``alignment`` (a multiple of 8) pads the header so the data region starts on it."""
+    from .writer import write_bytes
+
     return write_bytes(_items(tensor_dict), metadata, alignment)
 
 
@@ -135,6 +147,8 @@ def serialize_file(
     ``filename`` may be an fsspec URL (``s3://bucket/model.safetensors``, ``memory://...``):
     streamed to the store and published only when complete; ``storage_options`` go to its
     filesystem (see the writing guide)."""
+    from .writer import write_file
+
     write_file(_items(tensor_dict), filename, metadata, alignment, durable=durable, storage_options=storage_options)
 
 
@@ -145,53 +159,3 @@ def deserialize(data: Any) -> list[tuple[str, dict[str, Any]]]:
         (raw.name, {"shape": list(raw.shape), "dtype": raw.dtype.code, "data": bytes(raw.data)})
         for raw in file.raw_all()
     ]
-
-
-
-
-# --- the incremental writer, with framework tensors -----------------------------------------
-
-
-class SafetensorsWriter(IncrementalWriter):
-    """Write a safetensors file tensor by tensor, in any order, from any threads.
-
-    Declare every tensor (name -> (dtype, shape)) and the metadata up front; the header is
-    written at once and each tensor's bytes go straight to their planned offset in a temp
-    file beside ``path``.  ``close()`` checks that every tensor was completely written, then
-    renames the temp file into place (after an fsync when ``durable``); ``abort()`` (or an
-    exception inside ``with``) removes the temp file and leaves any old file untouched.  The
-    result is byte-identical to ``save_file`` of the same tensors.  An fsspec URL ``path``
-    (``storage_options`` for its filesystem) is staged in a local temp file (``TMPDIR``) and
-    uploaded by ``close()``, all or nothing.
-
-    ``dtype`` may be a code (``"F32"``), a TensorSpec name (``"float32"``), a numpy dtype or a
-    torch dtype.  ``write`` takes numpy arrays, framework tensors (torch, jax, tensorflow,
-    paddle, mlx) and buffers; what carries a dtype must have the declared dtype and shape
-    (``write_chunk``: the dtype), and unsigned bytes (``bytes``, a uint8 array, a ``"B"``
-    memoryview) are taken as raw bytes.  ``alignment`` pads the header so the data region
-    starts at a multiple of it (default 8: identical to upstream).
-    """
-
-    def _adapt(self, name: str, data: Any) -> WriteItem | None:
-        return _adapters.write_item_of(name, data)
-
-    def _resolve_dtype(self, value: Any) -> DType | None:
-        return _adapters.dtype_of_object(value)
-
-
-def open_writer(
-    path: str | os.PathLike[str],
-    tensors: Mapping[str, tuple[DTypeLike, Sequence[int]]],
-    metadata: Mapping[str, str] | None = None,
-    *,
-    alignment: int = 8,
-    durable: bool | None = None,
-    storage_options: Mapping[str, Any] | None = None,
-) -> SafetensorsWriter:
-    """Start an incremental write: ``with open_writer(path, {"w": ("F32", (4, 4))}) as w: w.write("w", arr)``.
-
-    ``path`` may be an fsspec URL (``storage_options`` for its filesystem): the file is then
-    staged in a local temp file (in ``TMPDIR``, the whole file's size) and uploaded on close."""
-    return SafetensorsWriter(
-        path, tensors, metadata, alignment=alignment, durable=durable, storage_options=storage_options
-    )

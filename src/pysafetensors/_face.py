@@ -13,12 +13,14 @@ import os
 import types
 from collections.abc import Callable, Hashable, Mapping
 from types import ModuleType
-from typing import Any, NamedTuple, Protocol, TypeVar, cast
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, TypeVar, cast
 
 from ._device import parse_device
 from .format._gcpause import paused_gc
 from .handle import open_bytes, safe_open
-from .writer import WriteItem, tensor_mapping, write_bytes, write_file
+
+if TYPE_CHECKING:
+    from .writer import WriteItem
 
 
 class Save(Protocol):
@@ -165,12 +167,16 @@ def declare(
     """
 
     def items(tensors: Mapping[str, Any]) -> list[WriteItem]:
+        from .writer import tensor_mapping  # the write side, imported on first save
+
         tensors = tensor_mapping(tensors)
         if check is not None:
             check(tensors)
         return [adapter.to_write_item(name, value) for name, value in tensors.items()]
 
     def save(tensors: Mapping[str, Any], metadata: Mapping[str, str] | None = None, *, alignment: int = 8) -> bytes:
+        from .writer import write_bytes
+
         return write_bytes(items(tensors), metadata, alignment)
 
     def save_file(
@@ -182,6 +188,8 @@ def declare(
         durable: bool | None = None,
         storage_options: Mapping[str, Any] | None = None,
     ) -> None:
+        from .writer import write_file
+
         write_file(items(tensors), filename, metadata, alignment, durable=durable, storage_options=storage_options)
 
     def save_sharded(

@@ -1,6 +1,6 @@
 """The house's layers (shared/DESIGN.md): each module imports only its own layer and those below.
 
-    errors <- format <- io <- reader/writer <- sharded <- adapters <- staging <- handle/_api
+    errors <- format <- io <- reader/writer <- sharded <- adapters <- staging <- handle/_api/_incremental
            <- faces, convert, distributed, gguf <- tools <- _alias <- the package root <- cli, view
 
 Every import statement counts, including the lazy ones inside functions, so a layer cannot reach
@@ -38,6 +38,7 @@ LAYERS: dict[str, int] = {
     "staging": 6,
     "handle": 7,
     "_api": 7,
+    "_incremental": 7,
     "gguf": 8,
     "_face": 9,
     "numpy": 9,

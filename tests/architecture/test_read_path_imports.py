@@ -1,4 +1,5 @@
-"""Reading one local file must not import the write side or the sharded reader.
+"""Reading one local file must not import the write side or the sharded reader, and neither
+must resolving the package's names (but the incremental writer's) or importing a face.
 
 ``from pysafetensors import safe_open`` runs at import time in every library that reads
 checkpoints (transformers does it), so what it imports is paid by every user, and its
@@ -13,19 +14,29 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 SRC = str(Path(__file__).resolve().parents[2] / "src")
 
-#: the write side and the sharded reader: nothing reading one local file needs
-WRITE_AND_SHARDED = [
+#: the write side: the writer, its sinks and layout planner, and the incremental writer's face
+WRITE_SIDE = [
     "pysafetensors.writer",
-    "pysafetensors.sharded",
     "pysafetensors.io.sinks",
     "pysafetensors.io.targets",
+    "pysafetensors.format.layout",
+    "pysafetensors._incremental",
+]
+#: the sharded reader and what only it needs
+SHARDED = [
+    "pysafetensors.sharded",
     "pysafetensors.io.spool",
     "pysafetensors.format.index",
-    "pysafetensors.format.layout",
-    "pysafetensors._api",
 ]
+WRITE_AND_SHARDED = [*WRITE_SIDE, *SHARDED, "pysafetensors._api"]
+
+#: the root's public names that need no writer until they are called (all but the incremental writer's)
+READ_NAMES = ["SafetensorError", "TensorSpec", "_safe_open_handle", "deserialize", "install_as_safetensors",
+              "safe_open", "serialize", "serialize_file", "uninstall_as_safetensors"]
 
 
 def _loaded_after(statement: str) -> list[str]:
@@ -52,6 +63,21 @@ def test_reading_a_local_file_imports_no_write_side(tmp_path: Path) -> None:
     assert _loaded_after(statement) == []
 
 
+def test_resolving_the_names_readers_use_imports_no_write_side() -> None:
+    # what a library that reads (and may save later) resolves at import time, and its face
+    import pysafetensors
+
+    assert set(READ_NAMES) == set(pysafetensors.__all__) - {"SafetensorsWriter", "open_writer", "__version__"}
+    statement = f"from pysafetensors import {', '.join(READ_NAMES)}\nimport pysafetensors.numpy"
+    assert [m for m in _loaded_after(statement) if m in WRITE_SIDE or m in SHARDED] == []
+
+
+def test_importing_the_torch_face_imports_no_write_side() -> None:
+    pytest.importorskip("torch")
+    statement = "from pysafetensors import safe_open\nfrom pysafetensors.torch import load_file, save_file"
+    assert [m for m in _loaded_after(statement) if m in WRITE_SIDE or m in SHARDED] == []
+
+
 def test_the_check_can_fail(tmp_path: Path) -> None:
     # a sharded checkpoint does load the sharded reader, and saving loads the writer
     index = tmp_path / "model.safetensors.index.json"
@@ -63,3 +89,5 @@ def test_the_check_can_fail(tmp_path: Path) -> None:
     )
     assert "pysafetensors.sharded" in loaded
     assert "pysafetensors.writer" in loaded
+    # the incremental writer's class needs the write side to exist
+    assert set(WRITE_SIDE) <= set(_loaded_after("from pysafetensors import SafetensorsWriter"))

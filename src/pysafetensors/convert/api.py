@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from .._api import open_writer
+from .._incremental import open_writer
 from ..errors import (
     ConversionError,
     ConversionLimitExceeded,

@@ -30,32 +30,34 @@ U64_LIMIT = 1 << 64  # u64 (Rust's usize) holds what is below this: sizes, offse
 METADATA_KEY = "__metadata__"
 WS_BYTES = re.compile(rb"[ \t\n\r]*")  # JSON's whitespace, as serde skips it before a value
 
-_WS = re.compile(r"[ \t\n\r]*")
+# The patterns below serve the rules' path only (an ordinary header takes the fast path, which
+# needs none of them), so they stay source text and are compiled on first use (``re``'s cache
+# keeps them): importing the format core then leaves fewer objects behind, and every object an
+# import leaves advances the garbage collector's generations for the rest of the process.
+_WS = r"[ \t\n\r]*"
 # A JSON string (valid or not: text that is not valid JSON is rejected by the parse anyway).
-_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"')
+_STRING = r'"[^"\\]*(?:\\.[^"\\]*)*"'
 # A number that might be near f64's limit has a positive exponent of 200 or more, or 100
 # integer digits; any other is below 1e300, where serde and Python agree.  The exponent is
 # looked for with a literal first character (the regex engine then skips ahead in C) and
 # digit runs on the bytes mapped to "1" for a digit, "0" for anything else.
-_BIG_EXPONENTS = tuple(re.compile(e + r"\+?0*(?:[2-9][0-9]{2}|[1-9][0-9]{3,})") for e in "eE")
+_BIG_EXPONENTS = tuple(e + r"\+?0*(?:[2-9][0-9]{2}|[1-9][0-9]{3,})" for e in "eE")
 _DIGIT_MASK = bytes(0x31 if 0x30 <= i <= 0x39 else 0x30 for i in range(256))
 _LONG_DIGIT_RUN = b"1" * 100
 # Outside strings, everything but the characters of numbers becomes a space, so split()
 # lists the number tokens (and "e" from true/false, which is no number).
 _NUMBER_CHARS = bytes(i if chr(i) in "0123456789eE.+-" else 0x20 for i in range(256))
 # ``-0`` as an integer token: serde reads it as the float -0.0, which no usize field takes.
-_NEG_ZERO = re.compile(r"-0(?![.0-9eE])")
-_STRING_OR_NEG_ZERO = re.compile(r'("[^"\\]*(?:\\.[^"\\]*)*")|-0(?![.0-9eE])')
+_NEG_ZERO = r"-0(?![.0-9eE])"
+_STRING_OR_NEG_ZERO = r'("[^"\\]*(?:\\.[^"\\]*)*")|-0(?![.0-9eE])'
 # Every escape sequence, with surrogates matched the way serde pairs them, so the length of
 # a match tells what it is: a high surrogate and its low one, 12 characters (fine); a high
 # one not followed by another \u escape, 6 (serde: "unexpected end of hex escape"); a high
 # one followed by a \u escape that is no low surrogate, 7 (the backslash of the next escape
 # is taken along; serde: "lone leading surrogate in hex escape"); a lone low one, 6 (the same
 # words); any other escape, 2.
-_ESCAPE = re.compile(
-    r"\\(?:u[dD][89abAB][0-9a-fA-F]{2}(?:\\u[dD][c-fC-F][0-9a-fA-F]{2}|\\(?=u))?|u[dD][c-fC-F][0-9a-fA-F]{2}|.)"
-)
-SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+_ESCAPE = r"\\(?:u[dD][89abAB][0-9a-fA-F]{2}(?:\\u[dD][c-fC-F][0-9a-fA-F]{2}|\\(?=u))?|u[dD][c-fC-F][0-9a-fA-F]{2}|.)"
+SURROGATE_ESCAPE = r"\\u[dD][89a-fA-F]"
 _F64_MAX = Decimal("1.7976931348623157e308")
 # serde's f64 arithmetic is within a few units in the last place of the true value: below
 # this band every token is finite for both, above it infinite for both; inside, emulate.
@@ -99,7 +101,7 @@ class KeyedObject(dict):  # type: ignore[type-arg]
 
 def first_char(text: str) -> tuple[str, int]:
     """The first character after JSON whitespace ('' at the end) and its index."""
-    i = _WS.match(text).end()  # type: ignore[union-attr]
+    i = re.match(_WS, text).end()  # type: ignore[union-attr]
     return text[i : i + 1], i
 
 
@@ -111,8 +113,8 @@ def text_problem(text: str, raw: bytes | bytearray) -> str | None:
     byte translations (string contents are blanked out before numbers are looked for): a
     few passes over the text in C, and a Python step per distinct large number token.
     """
-    if "\\" in text and SURROGATE_ESCAPE.search(text):
-        escapes = _ESCAPE.findall(text)
+    if "\\" in text and re.search(SURROGATE_ESCAPE, text):
+        escapes = re.findall(_ESCAPE, text)
         lengths = list(map(len, escapes))
         lone = [lengths.index(n) for n in (6, 7) if n in lengths]
         if lone:
@@ -120,11 +122,11 @@ def text_problem(text: str, raw: bytes | bytearray) -> str | None:
             if len(first) == 7 or first[3] in "cdefCDEF":
                 return "lone leading surrogate in hex escape"
             return "unexpected end of hex escape"
-    if not any(p.search(text) for p in _BIG_EXPONENTS) and not _has_long_digit_run(raw):
+    if not any(re.search(p, text) for p in _BIG_EXPONENTS) and not _has_long_digit_run(raw):
         return None
-    skeleton = _STRING.sub('""', text).encode("ascii", "replace")
+    skeleton = re.sub(_STRING, '""', text).encode("ascii", "replace")
     for token in set(skeleton.translate(_NUMBER_CHARS).split()):
-        if len(token) < 5 or _NUMBER.fullmatch(token.decode()) is None:
+        if len(token) < 5 or re.fullmatch(_NUMBER, token.decode()) is None:
             continue  # not a number (invalid JSON is refused by the parse anyway), or a small one
         number = token.decode()
         try:
@@ -151,9 +153,9 @@ def serde_minus_zero(text: str) -> str:
     -0.0, which it would not.  Only strings and ``-0`` tokens match the pattern, so the cost
     is one regex pass and a call per string, paid only by a text that has ``-0`` at all.
     """
-    if "-0" not in text or _NEG_ZERO.search(text) is None:
+    if "-0" not in text or re.search(_NEG_ZERO, text) is None:
         return text
-    return _STRING_OR_NEG_ZERO.sub(_keep_string_or_float, text)
+    return re.sub(_STRING_OR_NEG_ZERO, _keep_string_or_float, text)
 
 
 def _keep_string_or_float(m: re.Match[str]) -> str:
@@ -164,12 +166,12 @@ def _keep_string_or_float(m: re.Match[str]) -> str:
 # power of ten, and refuses any number whose value is infinite ("number out of range").
 _POW10 = [float(f"1e{i}") for i in range(309)]
 _U64_MAX = U64_LIMIT - 1
-_NUMBER = re.compile(r"(-?)(0|[1-9][0-9]*)(?:\.([0-9]+))?(?:[eE]([-+]?)([0-9]+))?")
+_NUMBER = r"(-?)(0|[1-9][0-9]*)(?:\.([0-9]+))?(?:[eE]([-+]?)([0-9]+))?"
 
 
 def _serde_number_in_range(text: str) -> bool:
     """Whether serde_json parses the JSON number ``text`` without NumberOutOfRange."""
-    m = _NUMBER.fullmatch(text)
+    m = re.fullmatch(_NUMBER, text)
     if m is None:  # not a number token; be strict
         return False
     _, int_digits, frac_digits, exp_sign, exp_digits = m.groups()
@@ -216,7 +218,7 @@ def syntax_reason(error: ValueError, text: str) -> str:
     if not isinstance(error, json.JSONDecodeError):
         return str(error)  # already serde's (number rules, nesting)
     msg, pos = error.msg, error.pos
-    at_end = _WS.match(text, pos).end() >= len(text)  # type: ignore[union-attr]
+    at_end = re.compile(_WS).match(text, pos).end() >= len(text)  # type: ignore[union-attr]
     if msg == "Expecting value":
         if at_end:
             return "EOF while parsing a value"
@@ -306,7 +308,7 @@ def iter_members(text: str, start: int) -> Iterator[tuple[str, Any]]:
     """
     scanner = _Scanner()
     text = serde_minus_zero(text)  # keeps every position before the first -0 (and so ``start``)
-    ws = _WS.match
+    ws = re.compile(_WS).match
     pos = ws(text, start + 1).end()  # type: ignore[union-attr]
     if text[pos : pos + 1] == "}":
         pos = ws(text, pos + 1).end()  # type: ignore[union-attr]
