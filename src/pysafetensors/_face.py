@@ -13,79 +13,76 @@ import os
 import types
 from collections.abc import Callable, Hashable, Mapping
 from types import ModuleType
-from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, TypeVar, cast
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar, cast
 
 from ._device import parse_device
 from .format._gcpause import paused_gc
 from .handle import open_bytes, safe_open
 
 if TYPE_CHECKING:
+    from typing import Protocol
+
     from .writer import WriteItem
 
+    # The call signatures of the faces' functions, for the tuples below; annotations only, so
+    # importing a face does not build them.
+    class Save(Protocol):
+        def __call__(
+            self, tensors: Mapping[str, Any], metadata: Mapping[str, str] | None = ..., *, alignment: int = ...
+        ) -> bytes: ...
 
-class Save(Protocol):
-    def __call__(
-        self, tensors: Mapping[str, Any], metadata: Mapping[str, str] | None = ..., *, alignment: int = ...
-    ) -> bytes: ...
+    class SaveFile(Protocol):
+        def __call__(
+            self,
+            tensors: Mapping[str, Any],
+            filename: str | os.PathLike[str],
+            metadata: Mapping[str, str] | None = ...,
+            *,
+            alignment: int = ...,
+            durable: bool | None = ...,
+            storage_options: Mapping[str, Any] | None = ...,
+        ) -> None: ...
 
+    class SaveSharded(Protocol):
+        def __call__(
+            self,
+            tensors: Mapping[str, Any],
+            directory: str | os.PathLike[str],
+            max_shard_size: int | str = ...,
+            metadata: Mapping[str, str] | None = ...,
+            *,
+            variant: str | None = ...,
+            basename: str = ...,
+            durable: bool | None = ...,
+            storage_options: Mapping[str, Any] | None = ...,
+        ) -> str: ...
 
-class SaveFile(Protocol):
-    def __call__(
-        self,
-        tensors: Mapping[str, Any],
-        filename: str | os.PathLike[str],
-        metadata: Mapping[str, str] | None = ...,
-        *,
-        alignment: int = ...,
-        durable: bool | None = ...,
-        storage_options: Mapping[str, Any] | None = ...,
-    ) -> None: ...
+    class Load(Protocol):
+        def __call__(self, data: bytes) -> dict[str, Any]: ...
 
+    class LoadOnDevice(Protocol):
+        def __call__(self, data: bytes, device: Any = ...) -> dict[str, Any]: ...
 
-class SaveSharded(Protocol):
-    def __call__(
-        self,
-        tensors: Mapping[str, Any],
-        directory: str | os.PathLike[str],
-        max_shard_size: int | str = ...,
-        metadata: Mapping[str, str] | None = ...,
-        *,
-        variant: str | None = ...,
-        basename: str = ...,
-        durable: bool | None = ...,
-        storage_options: Mapping[str, Any] | None = ...,
-    ) -> str: ...
+    class LoadFile(Protocol):
+        def __call__(
+            self,
+            filename: Any,
+            *,
+            backend: str | None = ...,
+            threads: int | None = ...,
+            storage_options: Mapping[str, Any] | None = ...,
+        ) -> dict[str, Any]: ...
 
-
-class Load(Protocol):
-    def __call__(self, data: bytes) -> dict[str, Any]: ...
-
-
-class LoadOnDevice(Protocol):
-    def __call__(self, data: bytes, device: Any = ...) -> dict[str, Any]: ...
-
-
-class LoadFile(Protocol):
-    def __call__(
-        self,
-        filename: Any,
-        *,
-        backend: str | None = ...,
-        threads: int | None = ...,
-        storage_options: Mapping[str, Any] | None = ...,
-    ) -> dict[str, Any]: ...
-
-
-class LoadFileOnDevice(Protocol):
-    def __call__(
-        self,
-        filename: Any,
-        device: Any = ...,
-        *,
-        backend: str | None = ...,
-        threads: int | None = ...,
-        storage_options: Mapping[str, Any] | None = ...,
-    ) -> dict[str, Any]: ...
+    class LoadFileOnDevice(Protocol):
+        def __call__(
+            self,
+            filename: Any,
+            device: Any = ...,
+            *,
+            backend: str | None = ...,
+            threads: int | None = ...,
+            storage_options: Mapping[str, Any] | None = ...,
+        ) -> dict[str, Any]: ...
 
 
 class Face(NamedTuple):
