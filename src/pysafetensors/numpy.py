@@ -9,18 +9,26 @@ the file; ``backend="pread"`` gives writable arrays in fresh memory.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ._adapters import numpy as _adapter
-from ._api import TensorSpec, deserialize, serialize, serialize_file  # noqa: F401 - upstream's module has them
 from ._face import Face, declare
+from ._lazy import lazy_attributes
 from .errors import UnknownDtype
 from .format.dtypes import by_code
 from .handle import safe_open  # noqa: F401 - upstream's module has it
 
+if TYPE_CHECKING:
+    from ._api import TensorSpec, deserialize, serialize, serialize_file  # noqa: F401 - upstream's module has them
+
 __all__ = ["load", "load_file", "save", "save_file", "save_sharded"]
+
+# Upstream's module has these too.  They load on first use, as from the package root: reading
+# needs none of them.
+_FROM_API = ("TensorSpec", "deserialize", "serialize", "serialize_file")
+__getattr__, __dir__ = lazy_attributes(__name__, globals(), dict.fromkeys(_FROM_API, "._api"), _FROM_API, ())
 
 
 def _getdtype(dtype_str: str) -> np.dtype[Any]:

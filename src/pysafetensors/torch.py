@@ -10,16 +10,19 @@ from __future__ import annotations
 import os
 from collections import defaultdict
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ._adapters import torch as _adapter
-from ._api import TensorSpec, deserialize, serialize, serialize_file  # noqa: F401 - upstream's module has them
 from ._device import parse_device
 from ._face import FileOnDeviceFace, declare
+from ._lazy import lazy_attributes
 from ._optional import require
 from .errors import UnknownDtype, UnsupportedDtype
 from .format.dtypes import by_code
 from .handle import safe_open  # noqa: F401 - upstream's module has it
+
+if TYPE_CHECKING:
+    from ._api import TensorSpec, deserialize, serialize, serialize_file  # noqa: F401 - upstream's module has them
 
 torch = require("torch", "torch")
 
@@ -34,6 +37,11 @@ __all__ = [
     "storage_ptr",
     "storage_size",
 ]
+
+# Upstream's module has these too.  They load on first use, as from the package root: reading
+# needs none of them.
+_FROM_API = ("TensorSpec", "deserialize", "serialize", "serialize_file")
+__getattr__, __dir__ = lazy_attributes(__name__, globals(), dict.fromkeys(_FROM_API, "._api"), _FROM_API, ())
 
 
 # --- shared-storage bookkeeping (same rules as upstream) ---------------------------------
