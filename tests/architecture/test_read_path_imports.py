@@ -1,5 +1,7 @@
 """Reading one local file must not import the write side or the sharded reader, and neither
-must resolving the package's names (but the incremental writer's) or importing a face.
+must resolving the package's names (but the incremental writer's) or importing a face.  A
+well-formed header takes the fast paths, so the header rules' modules load only for a header
+they defer (and importing a face loads neither them nor the low-level serialize API).
 
 ``from pysafetensors import safe_open`` runs at import time in every library that reads
 checkpoints (transformers does it), so what it imports is paid by every user, and its
@@ -32,7 +34,9 @@ SHARDED = [
     "pysafetensors.io.spool",
     "pysafetensors.format.index",
 ]
-WRITE_AND_SHARDED = [*WRITE_SIDE, *SHARDED, "pysafetensors._api"]
+#: the header rules and the serde-exact JSON reading they use: for headers the fast paths defer
+RULES = ["pysafetensors.format.rules", "pysafetensors.format.json_compat"]
+WATCHED = [*WRITE_SIDE, *SHARDED, "pysafetensors._api", *RULES]
 
 #: the root's public names that need no writer until they are called (all but the incremental writer's)
 READ_NAMES = ["SafetensorError", "TensorSpec", "_safe_open_handle", "deserialize", "install_as_safetensors",
@@ -40,7 +44,7 @@ READ_NAMES = ["SafetensorError", "TensorSpec", "_safe_open_handle", "deserialize
 
 
 def _loaded_after(statement: str) -> list[str]:
-    code = f"import sys, json\n{statement}\nprint(json.dumps([m for m in {WRITE_AND_SHARDED!r} if m in sys.modules]))\n"
+    code = f"import sys, json\n{statement}\nprint(json.dumps([m for m in {WATCHED!r} if m in sys.modules]))\n"
     env = {**os.environ, "PYTHONPATH": SRC + os.pathsep + os.environ.get("PYTHONPATH", "")}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
     return list(json.loads(out.stdout.strip().splitlines()[-1]))
@@ -75,7 +79,7 @@ def test_resolving_the_names_readers_use_imports_no_write_side() -> None:
 def test_importing_the_torch_face_imports_no_write_side() -> None:
     pytest.importorskip("torch")
     statement = "from pysafetensors import safe_open\nfrom pysafetensors.torch import load_file, save_file"
-    assert [m for m in _loaded_after(statement) if m in WRITE_SIDE or m in SHARDED] == []
+    assert _loaded_after(statement) == []
 
 
 def test_the_check_can_fail(tmp_path: Path) -> None:
@@ -89,5 +93,11 @@ def test_the_check_can_fail(tmp_path: Path) -> None:
     )
     assert "pysafetensors.sharded" in loaded
     assert "pysafetensors.writer" in loaded
+    # a header the fast paths defer (a name written with an escape) loads the rules, which take it
+    path = tmp_path / "escaped.safetensors"
+    header = b'{"\\u0074":{"dtype":"U8","shape":[2],"data_offsets":[0,2]}}'
+    path.write_bytes(len(header).to_bytes(8, "little") + header + b"\x01\x02")
+    statement = f"from pysafetensors import safe_open\nassert safe_open({str(path)!r}, framework='numpy').keys() == ['t']"
+    assert _loaded_after(statement) == RULES
     # the incremental writer's class needs the write side to exist
     assert set(WRITE_SIDE) <= set(_loaded_after("from pysafetensors import SafetensorsWriter"))

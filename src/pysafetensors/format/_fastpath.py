@@ -12,9 +12,8 @@ from __future__ import annotations
 from math import prod
 from typing import Any
 
+from ._frame import N_LEN, U64_LIMIT
 from .dtypes import BY_CODE, DType
-from .json_compat import U64_LIMIT
-from .rules import N_LEN
 
 # What a fast path keeps for each distinct (dtype code, *dims) key: the dtype, the shape (one
 # tuple shared by every tensor of that shape), the byte span every such tensor must have, and

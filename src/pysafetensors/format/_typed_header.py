@@ -20,8 +20,8 @@ from typing import Any, Literal
 
 from .._optional import optional
 from ._fastpath import Kind, complete, first_of_kind, metadata_fits, screen
+from ._frame import METADATA_KEY, U64_LIMIT
 from .dtypes import CODES
-from .json_compat import METADATA_KEY, U64_LIMIT
 
 _METADATA_PREFIX = '{"' + METADATA_KEY + '":'
 # Returned for a header whose __metadata__ is not first: json's fast path may take it.

@@ -13,15 +13,18 @@ import json
 import os
 from collections.abc import Callable, Mapping
 from math import prod
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
+from .._lazy import lazy_attributes
 from ..errors import UnencodableText
 from . import _typed_header
 from ._fastpath import Kind, complete, first_of_kind, ints_only, metadata_fits, screen
+from ._frame import HEADER_CAP, METADATA_KEY, N_LEN, U64_LIMIT, WS_BYTES, header_length
 from ._gcpause import paused_gc
 from .dtypes import DType
-from .json_compat import METADATA_KEY, U64_LIMIT, WS_BYTES
-from .rules import HEADER_CAP, N_LEN, HeaderProblem, check, check_header, check_header_length
+
+if TYPE_CHECKING:
+    from .rules import HeaderProblem, check_header, check_header_length
 
 __all__ = [
     "HEADER_CAP",
@@ -38,6 +41,11 @@ __all__ = [
     "parse_header_length",
     "validate_header",
 ]
+
+# The rules' names, here too.  The rules module (and json_compat, which reads JSON as serde
+# does) loads only when a header needs it: a well-formed file takes the fast paths.
+_FROM_RULES = ("HeaderProblem", "check_header", "check_header_length")
+__getattr__, __dir__ = lazy_attributes(__package__, globals(), dict.fromkeys(_FROM_RULES, ".rules"), _FROM_RULES, ())
 
 
 class TensorInfo(NamedTuple):
@@ -172,10 +180,12 @@ class Header:
 
 def parse_header_length(prefix: bytes | bytearray | memoryview, file_size: int) -> int:
     """Validate the 8-byte length prefix against the file size and return N."""
-    problem = check_header_length(prefix, file_size)
-    if problem is not None:
-        raise problem.error
-    return int.from_bytes(prefix[:N_LEN], "little")
+    n = header_length(prefix, file_size)
+    if n is None:
+        from .rules import length_problem  # which rule it breaks, for its error
+
+        raise length_problem(prefix, file_size).error
+    return n
 
 
 def parse_header(header: bytes | bytearray | memoryview, file_size: int) -> Header:
@@ -202,6 +212,8 @@ def validate_header(header: bytes | bytearray | memoryview, file_size: int) -> t
         fast, text = _fast_parse(header, file_size)
         if fast is not None:
             return [], fast
+        from .rules import check
+
         problems: list[HeaderProblem] = []
         checks = check(header, file_size, text)
         while True:
@@ -251,6 +263,8 @@ def _typed_entries() -> Callable[[str], Any] | None:
 
 def _careful_header(header: bytes | bytearray | memoryview, file_size: int, text: str | None = None) -> Header:
     """The rules alone: raise the first problem ``check_header`` yields, else the header."""
+    from .rules import check
+
     checks = check(header, file_size, text)
     while True:
         try:

@@ -24,9 +24,9 @@ from functools import cached_property
 from typing import Any
 
 from ..errors import InvalidIndex
+from ._frame import INDEX_SUFFIX
 from .json_compat import KeyedObject
 from .layout import unique_by_name
-from .rules import INDEX_SUFFIX
 
 SUFFIX = ".safetensors"
 DEFAULT_MAX_SHARD_SIZE = "5GB"

@@ -24,11 +24,10 @@ from itertools import chain, compress, repeat
 from operator import is_, itemgetter
 from typing import Any
 
+from ._frame import METADATA_KEY, U64_LIMIT
+
 # serde_json refuses to nest arrays/objects 128 deep (the top-level object counts as 1).
 SERDE_DEPTH_LIMIT = 128
-U64_LIMIT = 1 << 64  # u64 (Rust's usize) holds what is below this: sizes, offsets, dims
-METADATA_KEY = "__metadata__"
-WS_BYTES = re.compile(rb"[ \t\n\r]*")  # JSON's whitespace, as serde skips it before a value
 
 # The patterns below serve the rules' path only (an ordinary header takes the fast path, which
 # needs none of them), so they stay source text and are compiled on first use (``re``'s cache

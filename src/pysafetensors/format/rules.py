@@ -27,11 +27,9 @@ from ..errors import (
     TensorSizeMismatch,
     ValidationOverflow,
 )
+from ._frame import GGUF_MAGIC, HEADER_CAP, METADATA_KEY, N_LEN, U64_LIMIT, WS_BYTES, header_length
 from .dtypes import BY_CODE, CODES, DType
 from .json_compat import (
-    METADATA_KEY,
-    U64_LIMIT,
-    WS_BYTES,
     Unparsed,
     decode_scalar,
     first_char,
@@ -40,8 +38,6 @@ from .json_compat import (
     text_problem,
 )
 
-HEADER_CAP = 100_000_000  # upstream's limit on the header length N
-N_LEN = 8  # the u64 little-endian length prefix
 _I64_MIN = -(1 << 63)
 _TENSOR_FIELDS = ("dtype", "shape", "data_offsets")
 _VARIANTS = ", ".join(f"`{c}`" for c in CODES)
@@ -79,14 +75,6 @@ def _in_words(head: str, tail: str, sep: str = "; ") -> dict[str, str]:
     return {"detail": f"{head}{sep}{tail}", "plain": f"{head} ({tail})"}
 
 
-#: GGUF's magic (llama.cpp's format), the first 4 bytes of a GGUF file: the one copy of it
-GGUF_MAGIC = b"GGUF"
-
-#: how a sharded checkpoint's index file name ends (``model.safetensors.index.json``); here, not
-#: in :mod:`.index`, so that telling an index by its name does not import the index parser
-INDEX_SUFFIX = ".index.json"
-
-
 def _known_kind(head: bytes) -> str | None:
     """What a file beginning with ``head`` (its first 8 bytes) is, when it is a format people
     mistake for safetensors (or text), for the message; None when nothing is recognised."""
@@ -108,6 +96,11 @@ def check_header_length(prefix: bytes | bytearray | memoryview, file_size: int) 
     Upstream's reason opens the message; the detail says in plain words what the file seems to
     be (a text file is "not a safetensors file", a download cut short is "truncated").
     """
+    return None if header_length(prefix, file_size) is not None else length_problem(prefix, file_size)
+
+
+def length_problem(prefix: bytes | bytearray | memoryview, file_size: int) -> HeaderProblem:
+    """The rule a length prefix breaks, for one ``header_length`` refuses."""
     if file_size < N_LEN or len(prefix) < N_LEN:
         why = "it is empty" if file_size == 0 else \
             f"it has {file_size} byte{'s' if file_size != 1 else ''}, fewer than the 8 of a header length"
@@ -123,16 +116,15 @@ def check_header_length(prefix: bytes | bytearray | memoryview, file_size: int) 
                             f"{HEADER_CAP:,} allowed, and than the file holds")
             words = _in_words("not a safetensors file", kind, ": ")
         return HeaderProblem("header_too_large", HeaderTooLarge.make("header too large", header_size=n, **words))
-    if n + N_LEN > file_size:
-        kind = _known_kind(bytes(prefix[:N_LEN]))
-        if kind is not None:
-            words = _in_words("not a safetensors file", kind, ": ")
-        else:
-            words = _in_words(f"truncated: the header alone needs {n + N_LEN:,} bytes",
-                              f"its length prefix declares {n:,}; the file has {file_size:,}")
-        return HeaderProblem("invalid_header_length", InvalidHeaderLength.make(
-            "invalid header length", header_size=n, **words))
-    return None
+    # The one rule left: the file is shorter than the header it declares.
+    kind = _known_kind(bytes(prefix[:N_LEN]))
+    if kind is not None:
+        words = _in_words("not a safetensors file", kind, ": ")
+    else:
+        words = _in_words(f"truncated: the header alone needs {n + N_LEN:,} bytes",
+                          f"its length prefix declares {n:,}; the file has {file_size:,}")
+    return HeaderProblem("invalid_header_length", InvalidHeaderLength.make(
+        "invalid header length", header_size=n, **words))
 
 
 def check_header(header: bytes | bytearray | memoryview, file_size: int) -> Iterator[HeaderProblem]:

@@ -12,7 +12,7 @@ import struct
 from dataclasses import dataclass
 from enum import IntEnum
 
-from ..format.rules import GGUF_MAGIC
+from ..format._frame import GGUF_MAGIC
 
 MAGIC = GGUF_MAGIC
 DEFAULT_ALIGNMENT = 32

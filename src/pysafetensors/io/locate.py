@@ -28,7 +28,7 @@ from typing import IO, Any, Literal
 from urllib.parse import urlsplit, urlunsplit
 
 from ..errors import CheckpointNotFound, InvalidIndex, SourceError
-from ..format.rules import GGUF_MAGIC, INDEX_SUFFIX
+from ..format._frame import GGUF_MAGIC, INDEX_SUFFIX
 from . import fstype
 from .protocols import ByteSource
 from .registry import open_source, url_scheme

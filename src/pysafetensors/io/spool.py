@@ -26,8 +26,8 @@ import tempfile
 from typing import IO
 
 from ..errors import InputTooLarge, SourceError
+from ..format._frame import GGUF_MAGIC
 from ..format.header import HEADER_CAP, N_LEN
-from ..format.rules import GGUF_MAGIC
 from .protocols import ByteSource
 from .regular import file_kind
 from .sources import FileObjectSource, MmapSource
