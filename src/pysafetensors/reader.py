@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator
 from functools import cached_property
 from typing import Any, NamedTuple, Protocol, cast, runtime_checkable
 
+from . import io as _io  # its memory check (io.memory), for reads that copy, loads on the first one
 from .errors import (
     FileClosed,
     InvalidArgument,
@@ -27,7 +28,6 @@ from .errors import (
 from .format.dtypes import DType
 from .format.header import N_LEN, Header, TensorInfo, parse_header, parse_header_length
 from .format.slicing import SlicePlan
-from .io import memory as _memory
 from .io.protocols import Advisable, ByteSource, RangedReadable, ResidencyAware, ViewSource, capabilities
 
 _WILLNEED = getattr(mmap, "MADV_WILLNEED", None)  # a platform constant (absent on Windows)
@@ -336,7 +336,7 @@ class SafeFile:
         try:
             # A big tensor is read like a whole file: in chunks, by the CPUs available.
             workers = read_workers(self.source, info.nbytes)
-            if info.nbytes >= _memory.CHECK_FROM:  # the message is only worth building then
+            if info.nbytes >= _io.memory.CHECK_FROM:  # the message is only worth building then
                 self.check_memory(info.nbytes, f"tensor {info.name!r}", workers, bulk=False)
             buf = alloc(info.nbytes, populate=workers == 1)
             if info.nbytes:
@@ -441,7 +441,7 @@ class SafeFile:
                     # read-around of whole readahead windows on a cold file.
                     self._advisor.advise(base + begin, end - begin, _WILLNEED)
                 return RawTensor(info.name, info.dtype, plan.shape, data, True, self._writable_views)
-            if plan.nbytes >= _memory.CHECK_FROM:  # a fresh buffer, whatever the source
+            if plan.nbytes >= _io.memory.CHECK_FROM:  # a fresh buffer, whatever the source
                 self._check_alloc(plan.nbytes, f"a slice of tensor {info.name!r}", 1, "slice")
             out = alloc(plan.nbytes)
             self._gather(base, ranges, out)
@@ -505,7 +505,7 @@ class SafeFile:
             self._check_alloc(nbytes, what, threads, "bulk" if bulk else "tensor", source)
 
     def _check_alloc(self, nbytes: int, what: str, threads: int, kind: str, source: str | None = None) -> None:
-        if nbytes < _memory.CHECK_FROM:  # small: not worth a probe (nor building the advice)
+        if nbytes < _io.memory.CHECK_FROM:  # small: not worth a probe (nor building the advice)
             return
         if kind == "slice":
             advice = "read a smaller slice"
@@ -515,7 +515,7 @@ class SafeFile:
                 advice = f'{one}, or download the file and load it with backend="mmap"'
             else:
                 advice = f'load it with backend="mmap" (mapped pages the kernel can evict), or {one}'
-        _memory.check_allocation(nbytes, source=source or self.name, what=what, threads=threads, advice=advice)
+        _io.memory.check_allocation(nbytes, source=source or self.name, what=what, threads=threads, advice=advice)
 
     def _read(self, offset: int, buf: memoryview) -> None:
         if self._closed:

@@ -1,7 +1,8 @@
 """Reading one local file must not import the write side or the sharded reader, and neither
 must resolving the package's names (but the incremental writer's) or importing a face.  A
 well-formed header takes the fast paths, so the header rules' modules load only for a header
-they defer (and importing a face loads neither them nor the low-level serialize API).
+they defer, and the memory check only for a read that copies (importing a face loads none of
+them, nor the low-level serialize API).
 
 ``from pysafetensors import safe_open`` runs at import time in every library that reads
 checkpoints (transformers does it), so what it imports is paid by every user, and its
@@ -36,7 +37,9 @@ SHARDED = [
 ]
 #: the header rules and the serde-exact JSON reading they use: for headers the fast paths defer
 RULES = ["pysafetensors.format.rules", "pysafetensors.format.json_compat"]
-WATCHED = [*WRITE_SIDE, *SHARDED, "pysafetensors._api", *RULES]
+#: the memory check, for reads that copy into fresh buffers (a map's views need none)
+COPYING = ["pysafetensors.io.memory"]
+WATCHED = [*WRITE_SIDE, *SHARDED, "pysafetensors._api", *RULES, *COPYING]
 
 #: the root's public names that need no writer until they are called (all but the incremental writer's)
 READ_NAMES = ["SafetensorError", "TensorSpec", "_safe_open_handle", "deserialize", "install_as_safetensors",
@@ -99,5 +102,8 @@ def test_the_check_can_fail(tmp_path: Path) -> None:
     path.write_bytes(len(header).to_bytes(8, "little") + header + b"\x01\x02")
     statement = f"from pysafetensors import safe_open\nassert safe_open({str(path)!r}, framework='numpy').keys() == ['t']"
     assert _loaded_after(statement) == RULES
+    # a read that copies loads the memory check
+    statement = f"from pysafetensors import safe_open\nsafe_open({str(path)!r}, framework='numpy', backend='pread').get_tensor('t')"
+    assert "pysafetensors.io.memory" in _loaded_after(statement)
     # the incremental writer's class needs the write side to exist
     assert set(WRITE_SIDE) <= set(_loaded_after("from pysafetensors import SafetensorsWriter"))

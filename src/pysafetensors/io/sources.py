@@ -18,7 +18,6 @@ from functools import cache
 from typing import Any, BinaryIO
 
 from ..errors import FileClosed, SourceError
-from .memory import mapping_refused, mem_available
 from .protocols import ReadsInto
 from .regular import open_regular
 
@@ -77,6 +76,8 @@ def readahead_cap(dev: int) -> int:
 def _free_bytes() -> int | None:
     """Memory available without swapping (Linux ``MemAvailable``: free plus reclaimable cache;
     elsewhere the free pages), or None where it cannot be asked."""
+    from .memory import mem_available  # the probe (and the memory check's module) on first use
+
     available = mem_available()
     if available is not None:
         return available
@@ -121,6 +122,8 @@ class MmapSource:
                 )
             except OSError as e:
                 if e.errno == errno.ENOMEM:  # an address-space limit (ulimit -v) below the file
+                    from .memory import mapping_refused
+
                     raise mapping_refused(self.size, self.name, e) from e
                 raise
         finally:
