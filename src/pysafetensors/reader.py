@@ -13,7 +13,7 @@ import os
 import threading
 from collections.abc import Callable, Iterator
 from functools import cached_property
-from typing import Any, NamedTuple, Protocol, cast, runtime_checkable
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, cast, runtime_checkable
 
 from . import io as _io  # its memory check (io.memory), for reads that copy, loads on the first one
 from .errors import (
@@ -694,24 +694,26 @@ class TensorFile(Protocol):
     def close(self) -> None: ...
 
 
-class CheckpointFiles(Protocol):
-    """The files behind an open checkpoint (a :class:`SafeFile`, or a
-    :class:`~pysafetensors.sharded.ShardedFile`'s shards in index order): what the tools read
-    beside the tensors (data regions, header sizes, each shard's metadata, where a tensor lies).
+if TYPE_CHECKING:  # a protocol for type checkers only: nothing checks it at run time
 
-    ``part_tensors(i)`` are the tensors of ``parts()[i]`` that belong to the checkpoint, in
-    file order; ``part_of``/``file_of`` raise TensorNotFound for an unknown name.
-    """
+    class CheckpointFiles(Protocol):
+        """The files behind an open checkpoint (a :class:`SafeFile`, or a
+        :class:`~pysafetensors.sharded.ShardedFile`'s shards in index order): what the tools read
+        beside the tensors (data regions, header sizes, each shard's metadata, where a tensor lies).
 
-    def parts(self) -> list[SafeFile]: ...
+        ``part_tensors(i)`` are the tensors of ``parts()[i]`` that belong to the checkpoint, in
+        file order; ``part_of``/``file_of`` raise TensorNotFound for an unknown name.
+        """
 
-    def part_tensors(self, i: int) -> list[TensorInfo]: ...
+        def parts(self) -> list[SafeFile]: ...
 
-    def part_metadata(self, i: int) -> dict[str, str] | None: ...
+        def part_tensors(self, i: int) -> list[TensorInfo]: ...
 
-    def part_of(self, name: str) -> int: ...
+        def part_metadata(self, i: int) -> dict[str, str] | None: ...
 
-    def file_of(self, name: str) -> SafeFile: ...
+        def part_of(self, name: str) -> int: ...
+
+        def file_of(self, name: str) -> SafeFile: ...
 
 
 class RangedBytes:
