@@ -13,7 +13,7 @@ import os
 import types
 from collections.abc import Callable, Hashable, Mapping
 from types import ModuleType
-from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar, cast
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ._device import parse_device
 from .format._gcpause import paused_gc
@@ -85,34 +85,28 @@ if TYPE_CHECKING:
         ) -> dict[str, Any]: ...
 
 
-class Face(NamedTuple):
+# The five functions of a face, in this order (what ``declare`` returns, unpacked at once).  The
+# three tuples differ only in which loads take a device, which only type checkers see: plain
+# tuples at run time, and their element types (strings, never evaluated) are for type checkers.
+_FIELDS = ("save", "save_file", "save_sharded", "load", "load_file")
+
+
+class Face(tuple["Save", "SaveFile", "SaveSharded", "Load", "LoadFile"]):
     """A face loading on the CPU only (numpy, flax, tensorflow, mlx)."""
 
-    save: Save
-    save_file: SaveFile
-    save_sharded: SaveSharded
-    load: Load
-    load_file: LoadFile
+    __slots__ = ()
 
 
-class FileOnDeviceFace(NamedTuple):
+class FileOnDeviceFace(tuple["Save", "SaveFile", "SaveSharded", "Load", "LoadFileOnDevice"]):
     """A face whose ``load_file`` takes a device (torch)."""
 
-    save: Save
-    save_file: SaveFile
-    save_sharded: SaveSharded
-    load: Load
-    load_file: LoadFileOnDevice
+    __slots__ = ()
 
 
-class OnDeviceFace(NamedTuple):
+class OnDeviceFace(tuple["Save", "SaveFile", "SaveSharded", "LoadOnDevice", "LoadFileOnDevice"]):
     """A face whose ``load`` and ``load_file`` take a device (paddle)."""
 
-    save: Save
-    save_file: SaveFile
-    save_sharded: SaveSharded
-    load: LoadOnDevice
-    load_file: LoadFileOnDevice
+    __slots__ = ()
 
 
 FaceT = TypeVar("FaceT", Face, FileOnDeviceFace, OnDeviceFace)
@@ -280,5 +274,4 @@ def declare(
         function.__name__ = function.__qualname__ = name
         function.__doc__ = (docs or {}).get(name, default_docs[name])
         functions[name] = paused_gc()(function)
-    made = [cast(Any, functions[name]) for name in Face._fields]  # the three share the field order
-    return face(*made)
+    return face(functions[name] for name in _FIELDS)
