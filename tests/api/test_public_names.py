@@ -56,3 +56,24 @@ def test_faces_expose_upstream_public_names(face: str) -> None:
               and getattr(getattr(up, n), "__module__", "").startswith("safetensors")}
     assert wanted - set(dir(ours)) <= {"_flatten_as_ptr", "_getdtype", "_to_ndarray", "_view2torch", "_flatten",
                                        "_is_little_endian", "_view2np"}
+
+
+@pytest.mark.parametrize(("module", "names", "source"), [
+    ("pysafetensors.numpy", ["TensorSpec", "deserialize", "serialize", "serialize_file"], "pysafetensors._api"),
+    ("pysafetensors.torch", ["TensorSpec", "deserialize", "serialize", "serialize_file"], "pysafetensors._api"),
+    ("pysafetensors.format.header", ["HeaderProblem", "check_header", "check_header_length"],
+     "pysafetensors.format.rules"),
+])
+def test_names_loaded_on_first_use_resolve_as_imported_ones(module: str, names: list[str], source: str) -> None:
+    # the faces and the header module name these without importing them; each is the defining
+    # module's object, listed by dir(), and a name they do not have is still an AttributeError
+    import importlib
+
+    if module.endswith("torch"):
+        pytest.importorskip("torch")
+    ours = importlib.import_module(module)
+    for name in names:
+        assert getattr(ours, name) is getattr(importlib.import_module(source), name)
+        assert name in dir(ours)
+    with pytest.raises(AttributeError, match=f"module '{module}' has no attribute 'nope'"):
+        ours.nope  # noqa: B018

@@ -45,7 +45,7 @@ __all__ = [
 # The rules' names, here too.  The rules module (and json_compat, which reads JSON as serde
 # does) loads only when a header needs it: a well-formed file takes the fast paths.
 _FROM_RULES = ("HeaderProblem", "check_header", "check_header_length")
-__getattr__, __dir__ = lazy_attributes(__package__, globals(), dict.fromkeys(_FROM_RULES, ".rules"), _FROM_RULES, ())
+__getattr__, __dir__ = lazy_attributes(__name__, globals(), dict.fromkeys(_FROM_RULES, ".rules"), _FROM_RULES, ())
 
 
 class TensorInfo(NamedTuple):
